@@ -1,0 +1,309 @@
+"""The `bench` command: list, run, calibrate, report, compare, export, trace.
+
+User mistakes (a bad suites file, an unknown name, a bad argument) print one paragraph and exit 2; nothing
+a user can cause ends in a traceback. Heavy imports (torch) happen inside the commands that need them.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+console = Console(stderr=False, highlight=False)
+err = Console(stderr=True, highlight=False)
+
+DEFAULT_SUITES = "suites.yaml"
+
+
+class UserError(click.ClickException):
+    exit_code = 2
+
+    def show(self, file=None):
+        err.print(f"[bold red]error:[/] {self.message}", markup=True, highlight=False, soft_wrap=True)
+
+
+def _fail(msg: str):
+    raise UserError(msg)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def main():
+    """Benchmark, check and roofline-predict the building blocks of LLMs."""
+
+
+def _suites_path(path: str | None) -> Path:
+    p = Path(path or DEFAULT_SUITES)
+    if not p.exists():
+        hint = "" if path else " (run from the repository root, or pass --suites PATH)"
+        _fail(f"suites file {p} not found{hint}")
+    return p
+
+
+def _device(requested: str | None) -> str:
+    import torch
+
+    if requested == "cuda" and not torch.cuda.is_available():
+        _fail("--device cuda was asked for, but torch sees no CUDA GPU here")
+    if requested:
+        return requested
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+# ---- list -----------------------------------------------------------------------------------------------------
+
+@main.command("list")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default=None, help="Judge needs for this device.")
+@click.option("--costs", "costs_for", default=None, metavar="COMPONENT",
+              help="Show FLOPs, bytes, intensity and predicted time for this component's points in --suite.")
+@click.option("--suite", "suite_name", default=None, help="Suite whose points --costs shows (default: all suites).")
+@click.option("--suites", "suites_file", default=None, help="Path of suites.yaml.")
+def list_cmd(device, costs_for, suite_name, suites_file):
+    """Components, implementations, axes, and whether each can run here."""
+    from bench import registry
+
+    dev = _device(device)
+    comps = registry.discover()
+    if costs_for:
+        return _list_costs(comps, costs_for, suite_name, suites_file, dev)
+    table = Table(title=f"components and implementations (device: {dev})")
+    for col in ("component", "axes", "modes", "dtypes", "impl", "runs here", "description"):
+        table.add_column(col)
+    for name, comp in sorted(comps.items()):
+        first = True
+        for impl in comp.impls.values():
+            why = impl.needs.unmet(dev)
+            here = "yes" if not why else f"no: {why}"
+            if not why and impl.interpreted_on_cpu and dev == "cpu":
+                here = "checked only (Triton interpreter)"
+            table.add_row(name if first else "", ", ".join(comp.axes) if first else "",
+                          ", ".join(comp.modes) if first else "", ", ".join(comp.dtypes) if first else "",
+                          impl.name, here, impl.description)
+            first = False
+    console.print(table)
+
+
+def _list_costs(comps, name, suite_name, suites_file, dev):
+    from bench import roofline, suite
+    from bench.execute import point_label
+    from bench.results import device_name, environment
+
+    if name not in comps:
+        _fail(f"unknown component {name!r}; known: {', '.join(sorted(comps))}")
+    path = _suites_path(suites_file)
+    try:
+        suites = suite.load(path)
+    except suite.SuiteError as e:
+        _fail(str(e))
+    env = environment(dev)
+    spec = roofline.resolve(device_name(env, dev), env.get("driver"))
+    table = Table(title=f"{name}: cost model and roofline ({spec.name + ', ' + spec.source if spec else 'no ceilings: run bench calibrate'})")
+    for col in ("suite", "point", "dtype", "mode", "GFLOP", "MB", "FLOP/B", "predicted", "bound"):
+        table.add_column(col, justify="right")
+    comp = comps[name]
+    seen = set()
+    for sname, s in suites.items():
+        if suite_name and sname != suite_name:
+            continue
+        for entry in s.entries:
+            if entry.component != name:
+                continue
+            for point in suite.expand(entry):
+                for dtype in entry.dtypes:
+                    for mode in entry.modes:
+                        key = (point_label(point), dtype, mode)
+                        if key in seen:
+                            continue
+                        seen.add(key)
+                        c = comp.cost(point, dtype, mode)
+                        pred = roofline.predict(c.flops, c.bytes, dtype, c.math, spec) if spec else None
+                        table.add_row(sname, point_label(point), dtype, mode, f"{c.flops / 1e9:,.3f}",
+                                      f"{c.bytes / 1e6:,.2f}", f"{c.flops / c.bytes:,.1f}" if c.bytes else "-",
+                                      _fmt_ms(pred["predicted_ms"]) if pred else "-", pred["bound"] if pred else "-")
+    console.print(table)
+
+
+def _fmt_ms(ms) -> str:
+    if ms is None:
+        return "-"
+    if ms < 0.01:
+        return f"{ms * 1e3:.2f} us"
+    if ms < 10:
+        return f"{ms:.3f} ms"
+    return f"{ms:,.1f} ms"
+
+
+# ---- run ------------------------------------------------------------------------------------------------------
+
+@main.command()
+@click.argument("suite_names", nargs=-1)
+@click.option("--suite", "suite_opt", multiple=True, help="Suite to run (same as the positional SUITE).")
+@click.option("--suites", "suites_file", default=None, help="Path of suites.yaml (default: ./suites.yaml).")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default=None, help="Default: cuda when present.")
+@click.option("--impl", "impls", multiple=True, help="Only these implementations (repeatable).")
+@click.option("--component", "components", multiple=True, help="Only these components (repeatable).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Results JSONL (default: results/<suites>-<time>.jsonl). Rows are appended.")
+@click.option("--resume", is_flag=True, help="Skip cases already in --out (default: the newest matching file).")
+@click.option("--isolate", is_flag=True, help="Run every point in its own worker process.")
+@click.option("--point-timeout", type=click.FloatRange(min=0.1), default=900.0, show_default=True,
+              help="Seconds one point may take, compile included.")
+@click.option("--quick-timing", is_flag=True, help="Fewer, shorter samples (smoke runs, tests).")
+@click.option("--no-check", is_flag=True, help="Skip the float64 correctness check (not recommended).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--report/--no-report", "write_report", default=True, help="Write the HTML report next to the results.")
+def run(suite_names, suite_opt, suites_file, device, impls, components, out, resume, isolate, point_timeout,
+        quick_timing, no_check, seed, write_report):
+    """Run SUITE ... (default: quick) and write one row per case."""
+    from bench import registry, suite
+    from bench.runner import RunInterrupted, RunOptions, Runner, default_out, plan
+    from bench.timing import TimingConfig
+
+    names = list(suite_names) + list(suite_opt) or ["quick"]
+    path = _suites_path(suites_file)
+    try:
+        suites = suite.load(path)
+        chosen = suite.select(suites, names, path)
+    except suite.SuiteError as e:
+        _fail(str(e))
+    dev = _device(device)
+    comps = registry.discover()
+    for c in components:
+        if c not in comps:
+            _fail(f"--component {c!r}: no such component; known: {', '.join(sorted(comps))}")
+    for name in impls:
+        owners = [comp for comp in comps.values() if name in comp.impls]
+        if not owners:
+            known = sorted({i for comp in comps.values() for i in comp.impls})
+            _fail(f"--impl {name!r}: no component has that implementation; known: {', '.join(known)}")
+        for comp in owners:
+            why = comp.impls[name].needs.unmet(dev)
+            if why:
+                _fail(f"--impl {name!r} was asked for by name but cannot run here: {comp.name}:{name} {why}")
+    planned = plan(chosen, list(impls) or None)
+    if components:
+        planned = [p for p in planned if p.case.component in components]
+    if not planned:
+        _fail("nothing to run: the suites, --component and --impl filters leave no case")
+    label = "+".join(names)
+    if out is None:
+        out = _newest(label) if resume else None
+        out = out or default_out(label)
+    timing = TimingConfig.quick() if quick_timing else TimingConfig()
+    opts = RunOptions(device=dev, out=out, timing=timing, isolate=isolate, point_timeout=point_timeout,
+                      resume=resume, seed=seed, check=not no_check)
+    console.print(f"running {len(planned)} cases of suite(s) {', '.join(names)} on {dev} -> {out}")
+    rows = _run_with_progress(Runner, opts, planned, RunInterrupted)
+    _summary(rows)
+    console.print(f"results: {out}")
+    if write_report:
+        _report_for([out], out.with_suffix(""), [])
+
+
+def _newest(label: str) -> Path | None:
+    files = sorted(Path("results").glob(f"{label}-*.jsonl"), key=lambda p: p.stat().st_mtime)
+    return files[-1] if files else None
+
+
+def _run_with_progress(Runner, opts, planned, RunInterrupted):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=console, transient=False, disable=not console.is_terminal)
+    task = progress.add_task("starting", total=len(planned))
+    counts: dict[str, int] = {}
+
+    def on_start(p, i, total):
+        progress.update(task, description=p.case.label[:70])
+
+    def on_row(row, i, total):
+        counts[row["status"]] = counts.get(row["status"], 0) + 1
+        progress.advance(task)
+        if not console.is_terminal:  # plain log lines when output is not a terminal (CI, pipes)
+            med = row.get("median_ms")
+            extra = f"{med:.4f} ms" if med else row.get("reason", "")[:80]
+            console.print(f"[{i + 1}/{total}] {row['component']}:{row['impl']}:{row['mode']}:"
+                          f"{_point(row['point'])}:{row['dtype']} {row['status']} {extra}")
+
+    runner = Runner(opts, on_row=on_row, on_start=on_start, log=lambda s: console.print(s))
+    try:
+        with progress:
+            rows = runner.run(planned)
+    except RunInterrupted as e:
+        err.print(f"interrupted: {e.written} rows of this run are in {e.path}; "
+                  f"`bench run ... --out {e.path} --resume` finishes it")
+        sys.exit(130)
+    return rows
+
+
+def _point(point) -> str:
+    return ",".join(f"{k}={v}" for k, v in point.items()) if isinstance(point, dict) else str(point)
+
+
+def _summary(rows):
+    table = Table(title="summary")
+    for col in ("component", "impl", "mode", "point", "dtype", "median", "TFLOP/s", "GB/s", "% roofline", "status"):
+        table.add_column(col, justify="right" if col in ("median", "TFLOP/s", "GB/s", "% roofline") else "left")
+    for r in rows:
+        med = r.get("median_ms")
+        status = r["status"]
+        if status != "ok" and r.get("reason"):
+            status = f"{status}: {r['reason'][:60]}"
+        table.add_row(r["component"], r["impl"], r["mode"], _point(r["point"]), r["dtype"], _fmt_ms(med),
+                      f"{r['tflops']:.3f}" if r.get("tflops") else "-", f"{r['gbps']:.1f}" if r.get("gbps") else "-",
+                      f"{r['roofline_pct']:.1f}" if r.get("roofline_pct") else "-", status)
+    console.print(table)
+
+
+def _report_for(paths, out_dir, baselines):
+    try:
+        from reports.render import render
+    except ImportError as e:  # report-only dependencies missing (e.g. plotly on a bare GPU box)
+        err.print(f"report skipped: {e}; render it elsewhere with `bench report`")
+        return None
+    index = render([str(p) for p in paths], out_dir, [str(b) for b in baselines])
+    console.print(f"report: {index}")
+    return index
+
+
+# ---- calibrate ------------------------------------------------------------------------------------------------
+
+@main.command()
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default=None)
+@click.option("--quick", is_flag=True, help="Smaller problems, seconds instead of a minute.")
+def calibrate(device, quick):
+    """Measure this machine's ceilings and cache them for `bench run`."""
+
+    from bench import calibrate as cal
+    from bench import roofline
+    from bench.results import device_name, environment
+
+    dev = _device(device)
+    env = environment(dev)
+    name = device_name(env, dev)
+    console.print(f"calibrating {name} (driver {env.get('driver') or 'n/a'})")
+    measured = cal.measure(dev, quick=quick, log=lambda s: console.print("  " + s))
+    sheet = roofline.datasheet(name)
+    spec = roofline.merge(measured, sheet, name)
+    table = Table(title=f"ceilings of {name}")
+    for col in ("ceiling", "measured", "datasheet", "measured / datasheet"):
+        table.add_column(col, justify="right")
+
+    def add(label, got, ref, unit, scale):
+        ratio = f"{got / ref:.0%}" if ref else "-"
+        table.add_row(label, f"{got / scale:,.1f} {unit}", f"{ref / scale:,.1f} {unit}" if ref else "-", ratio)
+
+    add("memory bandwidth", spec.mem_bw, sheet.mem_bw if sheet else None, "GB/s", 1e9)
+    unit, scale = ("TFLOP/s", 1e12) if dev == "cuda" else ("GFLOP/s", 1e9)
+    for dtype, rate in measured["tensor_flops"].items():
+        add(f"matmul {dtype}", rate, sheet.tensor_flops.get(dtype) if sheet else None, unit, scale)
+    table.add_row("launch overhead", f"{spec.launch_s * 1e6:.1f} us", "-", "-")
+    console.print(table)
+    path = roofline.store(spec, name, env.get("driver"))
+    console.print(f"stored in {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,186 @@
+"""Measure one case (component x impl x mode x point x dtype) inside a worker process.
+
+Order per case: needs -> build -> inputs -> check against the float64 reference -> time -> memory. Every
+failure becomes a row status (skipped, mismatch, oom, error); nothing raises out of `measure`.
+"""
+from __future__ import annotations
+
+import gc
+import hashlib
+import json
+import math
+import os
+import traceback
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from bench import profiling, registry
+from bench.check import Reference, as_tuple, grad_out_like, run_for_check, with_grad
+from bench.dtypes import precision, torch_dtype
+from bench.timing import TimingConfig, l2_flusher, time_call, wall_clock
+
+
+@dataclass(frozen=True)
+class Case:
+    component: str
+    impl: str
+    mode: str
+    point: dict
+    dtype: str
+
+    @property
+    def key(self) -> tuple:
+        return case_key(self.component, self.impl, self.mode, self.point, self.dtype)
+
+    @property
+    def label(self) -> str:
+        return f"{self.component}:{self.impl}:{self.mode}:{point_label(self.point)}:{self.dtype}"
+
+
+def case_key(component: str, impl: str, mode: str, point: dict, dtype: str) -> tuple:
+    return (component, impl, mode, json.dumps(point, sort_keys=True), dtype)
+
+
+def point_label(point: dict) -> str:
+    """`k=v,k=v` in declared order: no '/' (ncu's NVTX filter reads it as nesting), no spaces."""
+    return ",".join(f"{k}={v}" for k, v in point.items())
+
+
+def point_seed(case: Case, base_seed: int) -> int:
+    """Same inputs for every impl of a point; different inputs for different points."""
+    h = hashlib.sha256(f"{case.component}|{point_label(case.point)}|{case.dtype}|{base_seed}".encode()).digest()
+    return int.from_bytes(h[:4], "little")
+
+
+def triton_interpreted() -> bool:
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def make_timed_call(impl: registry.Impl, fn: Callable, comp: registry.Component, mode: str, inputs: dict,
+                    device: str, seed: int, out_like: tuple) -> Callable[[], Any]:
+    """The closure the timer calls: what one iteration of `mode` does, nothing else."""
+    if mode == "fwd":
+        kwargs = dict(inputs)
+        if impl.writes_out:
+            outs = tuple(torch.empty(r.shape, dtype=r.dtype, device=device) for r in out_like)
+            kwargs["out"] = outs[0] if len(outs) == 1 else outs
+
+        def call():
+            with torch.no_grad():
+                return fn(**kwargs)
+
+        return call
+    if mode in ("bwd", "fwd_bwd"):
+        ins = with_grad(inputs, comp.grad_inputs)
+        gi = [ins[g] for g in comp.grad_inputs]
+        if mode == "fwd_bwd":
+            go = None
+
+            def call():
+                nonlocal go
+                out = as_tuple(fn(**ins))
+                if go is None:
+                    go = [grad_out_like(o, seed) for o in out]
+                return torch.autograd.grad(out, gi, go)
+
+            return call
+        out = as_tuple(fn(**ins))
+        go = [grad_out_like(o, seed) for o in out]
+        return lambda: torch.autograd.grad(out, gi, go, retain_graph=True)
+    return lambda: fn(**inputs)
+
+
+class Worker:
+    """Holds what is worth keeping between cases of one worker: the last reference computed."""
+
+    def __init__(self, device: str, timing: TimingConfig, seed: int = 0, check: bool = True):
+        self.device, self.timing, self.seed, self.check = device, timing, seed, check
+        self._ref_key: tuple | None = None
+        self._ref: Reference | None = None
+        registry.discover()
+
+    def measure(self, case: Case) -> dict:
+        row: dict[str, Any] = {"status": "ok", "reason": ""}
+        try:
+            comp = registry.get(case.component)
+            impl = comp.impls[case.impl]
+        except (registry.RegistryError, KeyError) as e:
+            return {"status": "error", "reason": str(e)}
+        why = impl.needs.unmet(self.device) or impl.unsupported(case.mode, case.dtype)
+        if why:
+            return {"status": "skipped", "reason": why}
+        try:
+            row.update(self._measure(comp, impl, case))
+        except torch.OutOfMemoryError as e:
+            row = {"status": "oom", "reason": first_line(e)}
+        except Exception as e:  # an implementation that raises costs its own row, not the run
+            row = {"status": "error", "reason": f"{type(e).__name__}: {first_line(e)}",
+                   "traceback": traceback.format_exc(limit=-6)}
+        finally:
+            self._release()
+        return row
+
+    def _release(self) -> None:
+        gc.collect()
+        if self.device == "cuda":
+            torch.cuda.empty_cache()
+
+    def _reference(self, comp, case: Case, inputs: dict, seed: int) -> Reference:
+        key = (case.component, case.mode, point_label(case.point), case.dtype, seed)
+        if key != self._ref_key:
+            self._ref = self._ref_key = None
+            self._release()
+            self._ref = Reference(comp, case.point, case.dtype, case.mode, inputs, self.device, seed)
+            self._ref_key = key
+        return self._ref
+
+    def _measure(self, comp: registry.Component, impl: registry.Impl, case: Case) -> dict:
+        row: dict[str, Any] = {}
+        seed = point_seed(case, self.seed)
+        dev = self.device
+        if dev == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+        with precision(case.dtype):
+            t0 = wall_clock()
+            fn = impl.build(case.point, case.dtype, dev)
+            row["build_s"] = wall_clock() - t0
+            inputs = comp.make_inputs(case.point, torch_dtype(case.dtype), dev, seed)
+            ref = self._reference(comp, case, inputs, seed) if self.check else None
+            if dev == "cuda":
+                if self.timing.flush_l2:
+                    l2_flusher(torch.cuda.current_device())
+                torch.cuda.synchronize()
+                base_mem = torch.cuda.memory_allocated()
+                torch.cuda.reset_peak_memory_stats()
+            out_like = tuple(o.to(torch_dtype(case.dtype)) for o in ref.outputs) if ref else ()
+            if ref is not None and ref.rows is not None:
+                out_like = tuple(torch.empty((ref.total_rows, *o.shape[1:]), dtype=o.dtype) for o in out_like)
+            if ref is not None:
+                with profiling.call_range(case, "check"):
+                    outputs, grads = run_for_check(impl, fn, comp, case.mode, inputs, dev, seed, out_like)
+                result = ref.judge(case.dtype, outputs, grads)
+                row.update(result.as_row())
+                del outputs, grads
+                if not result.ok:
+                    row.update(status="mismatch", reason=result.reason)
+            if impl.interpreted_on_cpu and dev == "cpu":
+                row["reason"] = (row.get("reason") + "; " if row.get("reason") else "") + \
+                    "not timed: Triton runs through its CPU interpreter here"
+                return row
+            call = make_timed_call(impl, fn, comp, case.mode, inputs, dev, seed, out_like)
+            t0 = wall_clock()
+            timing = time_call(call, dev, self.timing, lambda phase: profiling.call_range(case, phase))
+            row["timing_s"] = wall_clock() - t0
+        row.update(timing.summary())
+        row["compile_s"] = max(0.0, (timing.first_call_ms - timing.summary()["median_ms"]) / 1e3) + row["build_s"]
+        if dev == "cuda":
+            row["peak_mem_bytes"] = int(torch.cuda.max_memory_allocated() - base_mem)
+        return row
+
+
+def first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0][:500] if text else type(e).__name__

@@ -1,0 +1,295 @@
+"""Run a plan of cases: the parent writes rows, a worker subprocess measures them.
+
+The parent never touches the device. It sends one case at a time to a worker (a fresh one per case with
+`isolate`), writes each row as soon as it arrives, and survives what the worker does not: a crash (segfault,
+os._exit, a poisoned CUDA context) gives an `error` row and a fresh worker for the rest, a hang past the
+point timeout gives a `timeout` row, Ctrl-C or SIGTERM stops with every finished row on disk.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import multiprocessing as mp
+import os
+import signal
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from bench import registry, roofline
+from bench.execute import Case
+from bench.results import COLUMNS, Writer, device_name, git_sha, point_key, read_rows
+from bench.timing import TimingConfig, wall_clock
+
+WORKER_START_TIMEOUT_S = 300.0
+
+
+class RunInterrupted(Exception):
+    def __init__(self, written: int, path: Path):
+        super().__init__(f"interrupted after {written} rows")
+        self.written, self.path = written, path
+
+
+@dataclass
+class Planned:
+    suite: str
+    case: Case
+
+
+@dataclass
+class RunOptions:
+    device: str
+    out: Path
+    timing: TimingConfig = field(default_factory=TimingConfig)
+    isolate: bool = False
+    point_timeout: float = 900.0
+    resume: bool = False
+    seed: int = 0
+    check: bool = True
+
+
+def plan(suites: list[tuple[str, object]], impl_names: list[str] | None = None) -> list[Planned]:
+    """Cases in run order: per entry, point, dtype and mode, every impl in turn (so a point's float64
+    reference is computed once and shared)."""
+    from bench.suite import expand
+
+    out = []
+    for suite_name, suite in suites:
+        for entry in suite.entries:
+            comp = registry.get(entry.component)
+            impls = entry.impls or list(comp.impls)
+            if impl_names:
+                impls = [i for i in impls if i in impl_names]
+            for point in expand(entry):
+                for dtype in entry.dtypes:
+                    for mode in entry.modes:
+                        for impl in impls:
+                            out.append(Planned(suite_name, Case(entry.component, impl, mode, point, dtype)))
+    return out
+
+
+def row_key(row: dict) -> tuple:
+    return (row.get("component"), row.get("impl"), row.get("mode"), point_key(row.get("point")), row.get("dtype"))
+
+
+def planned_key(p: Planned) -> tuple:
+    c = p.case
+    return (c.component, c.impl, c.mode, point_key(c.point), c.dtype)
+
+
+# ---- the worker side ------------------------------------------------------------------------------------------
+
+def _sm_clock() -> int | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return pynvml.nvmlDeviceGetClockInfo(pynvml.nvmlDeviceGetHandleByIndex(0), pynvml.NVML_CLOCK_SM)
+    except Exception:  # no NVML (CPU, containers without it): clocks stay unknown
+        return None
+
+
+def _worker_main(conn, device: str, timing: TimingConfig, seed: int, check: bool) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what Ctrl-C means
+    from bench.execute import Worker
+    from bench.results import environment
+
+    env = environment(device)
+    conn.send(("hello", env))
+    worker = Worker(device, timing, seed, check)
+    while True:
+        msg = conn.recv()
+        if msg[0] == "stop":
+            return
+        if msg[0] == "calibrate":
+            from bench import calibrate
+
+            conn.send(("calibrated", calibrate.measure(device, quick=True, log=lambda s: None)))
+            continue
+        _, idx, case = msg
+        conn.send(("start", idx))
+        before = _sm_clock() if device == "cuda" else None
+        row = worker.measure(case)
+        after = _sm_clock() if device == "cuda" else None
+        if before is not None and after is not None:
+            row["clocks"] = {"sm_mhz_min": min(before, after), "sm_mhz_max": max(before, after)}
+        conn.send(("row", idx, row))
+
+
+class _WorkerHandle:
+    def __init__(self, opts: RunOptions):
+        ctx = mp.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker_main, args=(child, opts.device, opts.timing, opts.seed, opts.check),
+                                daemon=True)
+        self.proc.start()
+        child.close()
+        msg = self.recv(WORKER_START_TIMEOUT_S)
+        if msg is None or msg[0] != "hello":
+            self.kill()
+            raise RuntimeError(f"the worker process did not start ({self.exit_reason()})")
+        self.env = msg[1]
+
+    def recv(self, timeout: float):
+        """The next message, or None if the worker died or `timeout` passed."""
+        deadline = wall_clock() + timeout
+        while wall_clock() < deadline:
+            if self.conn.poll(0.05):
+                try:
+                    return self.conn.recv()
+                except (EOFError, OSError):
+                    return None
+            if not self.proc.is_alive():
+                if self.conn.poll(0):
+                    continue
+                return None
+        return None
+
+    def alive(self) -> bool:
+        return self.proc.is_alive()
+
+    def exit_reason(self) -> str:
+        code = self.proc.exitcode
+        if code is None:
+            return "still running"
+        if code < 0:
+            try:
+                return f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"killed by signal {-code}"
+        return f"exited with code {code}"
+
+    def stop(self) -> None:
+        try:
+            self.conn.send(("stop",))
+        except (OSError, BrokenPipeError):
+            pass
+        self.proc.join(5)
+        self.kill()
+
+    def kill(self) -> None:
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join(5)
+
+
+# ---- the parent side ------------------------------------------------------------------------------------------
+
+class Runner:
+    def __init__(self, opts: RunOptions, on_row: Callable[[dict, int, int], None] | None = None,
+                 on_start: Callable[[Planned, int, int], None] | None = None, log: Callable[[str], None] = print):
+        self.opts, self.on_row, self.on_start, self.log = opts, on_row, on_start, log
+        self.run_id = uuid.uuid4().hex[:12]
+        self.sha = git_sha()
+        self.spec: roofline.DeviceSpec | None = None
+        self.env: dict | None = None
+        self.rows: list[dict] = []
+
+    def _spec_for(self, worker: _WorkerHandle) -> None:
+        if self.env is not None:
+            return
+        self.env = worker.env
+        name = device_name(self.env, self.opts.device)
+        self.spec = roofline.resolve(name, self.env.get("driver"))
+        if self.spec is None:  # a CPU or an unknown GPU with no calibration yet: measure quickly, once
+            self.log(f"no ceilings known for {name}: calibrating (run `bench calibrate` for a thorough one)")
+            worker.conn.send(("calibrate",))
+            msg = worker.recv(600)
+            if msg and msg[0] == "calibrated":
+                self.spec = roofline.merge(msg[1], roofline.datasheet(name), name)
+                self.spec = roofline.DeviceSpec(**{**self.spec.to_json(), "source": "calibrated (quick, automatic)"})
+                roofline.store(self.spec, name, self.env.get("driver"))
+
+    def _row(self, p: Planned, measured: dict) -> dict:
+        c = p.case
+        env = self.env or {}
+        row = {
+            "run_id": self.run_id,
+            "time": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "git_sha": self.sha,
+            "suite": p.suite,
+            "component": c.component,
+            "impl": c.impl,
+            "mode": c.mode,
+            "point": c.point,
+            "dtype": c.dtype,
+            "device": device_name(env, self.opts.device),
+            "backend": self.opts.device,
+            "world_size": registry.get(c.component).impls[c.impl].needs.world_size,
+            **measured,
+            "env": env,
+        }
+        row.setdefault("reason", "")
+        cost = registry.get(c.component).cost(c.point, c.dtype, c.mode)
+        roofline.annotate(row, cost, self.spec)
+        ordered = {k: row[k] for k in COLUMNS if k in row}
+        ordered.update({k: v for k, v in row.items() if k not in ordered})
+        return ordered
+
+    def run(self, planned: list[Planned]) -> list[dict]:
+        opts = self.opts
+        if opts.resume and opts.out.exists():
+            done = {row_key(r) for r in read_rows(opts.out, warn=False)}
+            skipped = len([p for p in planned if planned_key(p) in done])
+            planned = [p for p in planned if planned_key(p) not in done]
+            self.log(f"resuming {opts.out}: {skipped} rows already there, {len(planned)} to run")
+        if opts.device == "cpu":
+            os.environ.setdefault("TRITON_INTERPRET", "1")  # inherited by the spawned workers
+        worker: _WorkerHandle | None = None
+        old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
+        total = len(planned)
+        try:
+            with Writer(opts.out) as writer:
+                for i, p in enumerate(planned):
+                    if worker is None or not worker.alive():
+                        worker = _WorkerHandle(opts)
+                        self._spec_for(worker)
+                    if self.on_start:
+                        self.on_start(p, i, total)
+                    measured, worker = self._one(worker, i, p)
+                    row = self._row(p, measured)
+                    writer.write(row)
+                    self.rows.append(row)
+                    if self.on_row:
+                        self.on_row(row, i, total)
+                    if opts.isolate and worker is not None:
+                        worker.stop()
+                        worker = None
+        except KeyboardInterrupt:
+            raise RunInterrupted(len(self.rows), opts.out) from None
+        finally:
+            signal.signal(signal.SIGTERM, old_term)
+            if worker is not None:
+                worker.kill() if not worker.alive() else worker.stop()
+        return self.rows
+
+    def _one(self, worker: _WorkerHandle, i: int, p: Planned) -> tuple[dict, _WorkerHandle | None]:
+        t0 = wall_clock()
+        try:
+            worker.conn.send(("case", i, p.case))
+        except (OSError, BrokenPipeError):
+            worker.kill()
+            return {"status": "error", "reason": f"worker lost before the point ({worker.exit_reason()})"}, None
+        while True:
+            left = self.opts.point_timeout - (wall_clock() - t0)
+            msg = worker.recv(max(left, 0.0))
+            if msg is None:
+                if worker.alive():  # still running past the point timeout: a hang
+                    worker.kill()
+                    return {"status": "timeout",
+                            "reason": f"no result within --point-timeout {self.opts.point_timeout:g} s"}, None
+                reason = worker.exit_reason()
+                worker.kill()
+                return {"status": "error", "reason": f"worker process died during this point ({reason}); "
+                                                     f"the run went on in a fresh worker"}, None
+            if msg[0] == "row" and msg[1] == i:
+                return msg[2], worker
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def default_out(label: str) -> Path:
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path("results") / f"{label}-{stamp}.jsonl"

@@ -1,0 +1,296 @@
+"""The suite's only timer.
+
+GPU: CUDA events around each sample, L2 flushed before each sample (a buffer of twice the L2 size is
+zeroed), warmup until steady, then samples until a stopping rule holds; CUDA-graph replay for calls too short
+to time one by one. CPU: perf_counter with the same warmup and stopping rules. Host time per call is
+recorded on both so launch-bound points can be told apart.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Callable, ContextManager
+
+from scipy import stats
+
+
+@dataclass(frozen=True)
+class TimingConfig:
+    warmup_min_calls: int = 3
+    warmup_min_ms: float = 50.0  # wall time spent warming up at least
+    warmup_max_ms: float = 2000.0
+    steady_tol: float = 0.10  # warm once the last calls' median is within this of the ones before
+    min_samples: int = 10
+    max_samples: int = 2000
+    min_time_ms: float = 100.0  # measured time summed over samples, at least
+    max_time_s: float = 10.0  # stop sampling after this much wall time even if spread is above target
+    rel_ci_target: float = 0.01  # stop once the 95% CI of the median is within +-1% of it
+    flush_l2: bool = True
+    cuda_graph: str = "auto"  # "auto" | "always" | "never"
+    graph_below_us: float = 15.0  # auto: replay through a CUDA graph when one call is shorter than this
+    graph_target_us: float = 500.0  # calls captured per graph so that one replay lasts about this long
+
+    @classmethod
+    def quick(cls) -> "TimingConfig":
+        """For tests and CPU smoke runs: fewer and shorter samples."""
+        return cls(warmup_min_ms=5.0, warmup_max_ms=200.0, min_time_ms=10.0, max_time_s=1.0, max_samples=200)
+
+
+@dataclass
+class Timing:
+    samples_ms: list[float]  # device time per call (GPU) or wall time per call (CPU)
+    cpu_ms: float  # median host time to issue one call
+    first_call_ms: float  # first call: compile, autotune and lazy init land here, never in samples
+    warmup_calls: int
+    method: str  # "cuda_event" | "cuda_graph" | "perf_counter"
+    stopped_by: str  # "ci" | "max_time" | "max_samples"
+    l2_flushed: bool
+    calls_per_sample: int = 1
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        return len(self.samples_ms)
+
+    def summary(self) -> dict:
+        s = sorted(self.samples_ms)
+        q = statistics.quantiles(s, n=5, method="inclusive") if len(s) > 1 else [s[0]] * 4
+        return {
+            "samples_ms": [round(x, 6) for x in self.samples_ms],
+            "n": len(s),
+            "median_ms": statistics.median(s),
+            "p20_ms": q[0],
+            "p80_ms": q[3],
+            "mean_ms": statistics.fmean(s),
+            "std_ms": statistics.stdev(s) if len(s) > 1 else 0.0,
+            "cpu_ms": self.cpu_ms,
+            "first_call_ms": self.first_call_ms,
+            "warmup_calls": self.warmup_calls,
+            "timer": self.method,
+            "stopped_by": self.stopped_by,
+            "l2_flushed": self.l2_flushed,
+            "calls_per_sample": self.calls_per_sample,
+        }
+
+
+def median_ci(samples: list[float], confidence: float = 0.95) -> tuple[float, float]:
+    """Distribution-free confidence interval of the median from order statistics (binomial)."""
+    s = sorted(samples)
+    n = len(s)
+    if n < 6:
+        return s[0], s[-1]
+    lo = int(stats.binom.ppf((1 - confidence) / 2, n, 0.5))
+    hi = int(stats.binom.isf((1 - confidence) / 2, n, 0.5))
+    return s[max(lo - 1, 0)], s[min(hi, n - 1)]
+
+
+def rel_ci_halfwidth(samples: list[float]) -> float:
+    lo, hi = median_ci(samples)
+    med = statistics.median(samples)
+    return (hi - lo) / 2 / med if med > 0 else math.inf
+
+
+def _enough(samples: list[float], cfg: TimingConfig, started: float) -> str | None:
+    n = len(samples)
+    if n >= cfg.max_samples:
+        return "max_samples"
+    if n < cfg.min_samples or sum(samples) < cfg.min_time_ms:
+        if time.perf_counter() - started > cfg.max_time_s and n >= 3:
+            return "max_time"
+        return None
+    if rel_ci_halfwidth(samples) <= cfg.rel_ci_target:
+        return "ci"
+    if time.perf_counter() - started > cfg.max_time_s:
+        return "max_time"
+    return None
+
+
+def _steady(times: list[float], tol: float) -> bool:
+    if len(times) < 6:
+        return False
+    recent, before = statistics.median(times[-3:]), statistics.median(times[-6:-3])
+    return abs(recent - before) <= tol * max(before, 1e-9)
+
+
+class _L2Flusher:
+    """Zeroes a buffer twice the size of L2 so every sample starts with a cold cache."""
+
+    def __init__(self, device):
+        import torch
+
+        l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 50 * 2**20) or 50 * 2**20
+        self.buf = torch.empty(2 * l2 // 4, dtype=torch.int32, device=device)
+
+    def __call__(self):
+        self.buf.zero_()
+
+
+_FLUSHERS: dict[int, _L2Flusher] = {}
+
+
+def l2_flusher(device: int) -> _L2Flusher:
+    """One flush buffer per device for the life of the process (allocated before memory is measured)."""
+    if device not in _FLUSHERS:
+        _FLUSHERS[device] = _L2Flusher(device)
+    return _FLUSHERS[device]
+
+
+def time_cpu(fn: Callable[[], object], cfg: TimingConfig, call_range: Callable[[str], ContextManager] | None = None) -> Timing:
+    rng = call_range or (lambda phase: nullcontext())
+    t0 = time.perf_counter()
+    with rng("warmup"):
+        fn()
+    first = (time.perf_counter() - t0) * 1e3
+    warm: list[float] = []
+    started = time.perf_counter()
+    while True:
+        t0 = time.perf_counter()
+        with rng("warmup"):
+            fn()
+        warm.append((time.perf_counter() - t0) * 1e3)
+        spent = (time.perf_counter() - started) * 1e3
+        if spent >= cfg.warmup_max_ms and len(warm) >= 1:
+            break
+        if len(warm) >= cfg.warmup_min_calls and spent >= cfg.warmup_min_ms and _steady(warm, cfg.steady_tol):
+            break
+    samples: list[float] = []
+    started = time.perf_counter()
+    while True:
+        t0 = time.perf_counter()
+        with rng("timed"):
+            fn()
+        samples.append((time.perf_counter() - t0) * 1e3)
+        why = _enough(samples, cfg, started)
+        if why:
+            break
+    return Timing(samples, statistics.median(samples), first, len(warm), "perf_counter", why, False)
+
+
+def time_cuda(fn: Callable[[], object], cfg: TimingConfig, call_range: Callable[[str], ContextManager] | None = None) -> Timing:
+    import torch
+
+    rng = call_range or (lambda phase: nullcontext())
+    device = torch.cuda.current_device()
+    flush = l2_flusher(device) if cfg.flush_l2 else (lambda: None)
+
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    with rng("warmup"):
+        fn()
+    torch.cuda.synchronize()
+    first = (time.perf_counter() - t0) * 1e3
+
+    # Warmup: each call timed with events so that "steady" is judged on device time.
+    warm: list[float] = []
+    started = time.perf_counter()
+    while True:
+        flush()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        with rng("warmup"):
+            fn()
+        end.record()
+        end.synchronize()
+        warm.append(start.elapsed_time(end))
+        spent = (time.perf_counter() - started) * 1e3
+        if spent >= cfg.warmup_max_ms:
+            break
+        if len(warm) >= cfg.warmup_min_calls and spent >= cfg.warmup_min_ms and _steady(warm, cfg.steady_tol):
+            break
+
+    one_call_us = statistics.median(warm[-3:]) * 1e3
+    use_graph = cfg.cuda_graph == "always" or (cfg.cuda_graph == "auto" and one_call_us < cfg.graph_below_us)
+    if use_graph:
+        timing = _time_graph(fn, cfg, rng, one_call_us, first, len(warm))
+        if timing is not None:
+            return timing
+
+    samples: list[float] = []
+    host: list[float] = []
+    started = time.perf_counter()
+    batch = 5
+    why = None
+    while why is None:
+        events = []
+        for _ in range(batch):
+            flush()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            with rng("timed"):
+                start.record()
+                h0 = time.perf_counter()
+                fn()
+                host.append((time.perf_counter() - h0) * 1e3)
+                end.record()
+            events.append((start, end))
+        torch.cuda.synchronize()
+        for start, end in events:
+            samples.append(start.elapsed_time(end))
+            why = why or _enough(samples, cfg, started)
+    return Timing(samples, statistics.median(host), first, len(warm), "cuda_event", why, cfg.flush_l2)
+
+
+def _time_graph(fn, cfg: TimingConfig, rng, one_call_us: float, first: float, warm_calls: int) -> Timing | None:
+    """Replay `reps` back-to-back calls captured in one CUDA graph; a sample is replay time / reps.
+
+    L2 stays warm between the calls of one replay (a flush per call would dominate such short calls); the
+    row says so through l2_flushed=False.
+    """
+    import torch
+
+    reps = max(1, min(1000, int(cfg.graph_target_us / max(one_call_us, 0.1))))
+    try:
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(2):
+                fn()
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(reps):
+                fn()
+        graph.replay()
+        torch.cuda.synchronize()
+    except Exception:  # not capturable (host sync, dynamic allocation): fall back to events
+        return None
+    samples: list[float] = []
+    host: list[float] = []
+    started = time.perf_counter()
+    why = None
+    while why is None:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        h0 = time.perf_counter()
+        with rng("timed"):
+            graph.replay()
+        host.append((time.perf_counter() - h0) * 1e3 / reps)
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) / reps)
+        why = _enough(samples, cfg, started)
+    # Host cost of an eager call, for launch-bound detection: the graph hides it, so measure it apart.
+    h = []
+    for _ in range(5):
+        h0 = time.perf_counter()
+        fn()
+        h.append((time.perf_counter() - h0) * 1e3)
+    torch.cuda.synchronize()
+    del graph
+    return Timing(samples, statistics.median(h), first, warm_calls, "cuda_graph", why, False, calls_per_sample=reps)
+
+
+def time_call(fn: Callable[[], object], device: str, cfg: TimingConfig | None = None,
+              call_range: Callable[[str], ContextManager] | None = None) -> Timing:
+    """Time `fn` on `device` ("cpu" or "cuda"). `call_range(phase)` wraps every call (NVTX, profiler)."""
+    cfg = cfg or TimingConfig()
+    if device == "cuda":
+        return time_cuda(fn, cfg, call_range)
+    return time_cpu(fn, cfg, call_range)
+
+
+def wall_clock() -> float:
+    """Seconds since an arbitrary point; for durations outside sampling (compile time, budgets)."""
+    return time.perf_counter()

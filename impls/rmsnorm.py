@@ -1,0 +1,88 @@
+"""rmsnorm: y = x / sqrt(mean(x^2) + eps) * w over the last dim of x [tokens, dim].
+
+Memory-bound: about 4 FLOPs an element over 2 elements moved, so its roofline is the copy bandwidth.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from bench.registry import Cost, component
+
+EPS = 1e-6
+
+
+def make_inputs(point, dtype, device, seed):
+    gen = torch.Generator(device=device).manual_seed(seed)
+    t, d = point["tokens"], point["dim"]
+    x = torch.randn(t, d, generator=gen, device=device, dtype=torch.float32).to(dtype)  # [tokens, dim]
+    w = (1 + 0.1 * torch.randn(d, generator=gen, device=device, dtype=torch.float32)).to(dtype)  # [dim]
+    return {"x": x, "w": w}
+
+
+def cost(point, dtype, mode):
+    t, d = point["tokens"], point["dim"]
+    size = 8 if dtype == "fp64" else (4 if dtype in ("fp32", "tf32") else 2)
+    td = t * d
+    fwd = Cost(4 * td, (2 * td + d) * size)  # read x, w; write y
+    # bwd: g = dy*w, sum(g*x), dx = r*(g - x*r^2*c), dw += dy*x*r: ~9 FLOPs an element;
+    # read x, w, dy; write dx, dw (the per-program dw partials are not counted: minimal bytes)
+    bwd = Cost(9 * td, (3 * td + d + td + d) * size)
+    if mode == "fwd":
+        return fwd
+    if mode == "bwd":
+        return bwd
+    # fwd_bwd: read x, w, dy once; write y, dx, dw once
+    return Cost(13 * td, (4 * td + 2 * d) * size)
+
+
+def reference(x, w):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS) * w
+
+
+rmsnorm = component(
+    "rmsnorm",
+    description="RMSNorm over the last dim (Llama-style, fp32 statistics)",
+    axes={"tokens": int, "dim": int},
+    make_inputs=make_inputs,
+    cost=cost,
+    reference=reference,
+    tolerance={"fp64": 1e-12, "fp32": 1e-5, "bf16": 1e-2, "fp16": 2e-3},
+    grad_tolerance={"fp64": 1e-12, "fp32": 1e-5, "bf16": 2e-2, "fp16": 4e-3},
+    modes=("fwd", "bwd", "fwd_bwd"),
+    dtypes=("fp32", "bf16", "fp16"),
+    grad_inputs=("x", "w"),
+    baseline="eager",
+    row_sliced=("x",),
+    row_local_grads=("x",),
+)
+
+
+def rmsnorm_eager(x, w):
+    xf = x.float()
+    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + EPS)
+    return (y * w.float()).to(x.dtype)
+
+
+@rmsnorm.impl("eager", description="the eager formula, fp32 statistics (4-5 kernels)")
+def eager(x, w):
+    return rmsnorm_eager(x, w)
+
+
+@rmsnorm.impl("builtin", description="torch.nn.functional.rms_norm")
+def builtin(x, w):
+    return F.rms_norm(x, (x.shape[-1],), w, EPS)
+
+
+@rmsnorm.impl("compile", description="torch.compile of the eager formula", factory=True)
+def compiled(point, dtype, device):
+    torch._dynamo.reset()  # a fresh compile per point: no recompile limit, compile time lands in this row
+    return torch.compile(rmsnorm_eager, dynamic=False)
+
+
+@rmsnorm.impl("triton", description="Triton kernels, fwd + bwd (dw via per-program partials)", triton=True,
+              writes_out=True)
+def triton_rmsnorm(x, w, out=None):
+    from kernels.rmsnorm import rmsnorm as triton_rms
+
+    return triton_rms(x, w, EPS, out)

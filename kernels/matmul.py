@@ -1,0 +1,107 @@
+"""Matrix product C = A @ B in Triton, with grouped tile order for L2 reuse and autotuned tiles.
+
+Any M, N, K (masked edges) and any strides, so the backward (dA = dC @ B^T, dB = A^T @ dC) reuses the same
+kernel on transposed views. Accumulates in fp32; `precision` picks tf32 or exact fp32 products for fp32 inputs.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+
+# NOTE: Triton 3.9's CPU interpreter returns garbage (rel err ~1e10) from tl.dot on bf16 operands; fp32 is
+# right. Under the interpreter only, operands are upcast first: bf16 products are exact in fp32, so the
+# numbers match what the GPU computes.
+_INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def _configs():
+    if _INTERPRETED:  # the CPU interpreter: one small config, no tuning
+        return [triton.Config({"BM": 32, "BN": 32, "BK": 32, "GROUP": 4}, num_warps=4, num_stages=1)]
+    return [
+        triton.Config({"BM": 128, "BN": 256, "BK": 64, "GROUP": 8}, num_warps=8, num_stages=3),
+        triton.Config({"BM": 256, "BN": 128, "BK": 64, "GROUP": 8}, num_warps=8, num_stages=3),
+        triton.Config({"BM": 128, "BN": 128, "BK": 64, "GROUP": 8}, num_warps=4, num_stages=4),
+        triton.Config({"BM": 128, "BN": 128, "BK": 32, "GROUP": 8}, num_warps=4, num_stages=4),
+        triton.Config({"BM": 64, "BN": 128, "BK": 32, "GROUP": 8}, num_warps=4, num_stages=4),
+        triton.Config({"BM": 128, "BN": 64, "BK": 32, "GROUP": 8}, num_warps=4, num_stages=4),
+        triton.Config({"BM": 64, "BN": 64, "BK": 32, "GROUP": 8}, num_warps=4, num_stages=5),
+    ]
+
+
+@triton.autotune(configs=_configs(), key=["M", "N", "K", "PRECISION"])
+@triton.jit
+def _matmul_kernel(A, B, C, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                   PRECISION: tl.constexpr, UPCAST: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                   GROUP: tl.constexpr):
+    pid = tl.program_id(0)
+    grid_m, grid_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
+    # Grouped order: GROUP row-tiles share the B columns they read while those are still in L2.
+    per_group = GROUP * grid_n
+    group = pid // per_group
+    first_m = group * GROUP
+    size_m = tl.minimum(grid_m - first_m, GROUP)
+    pid_m = first_m + (pid % per_group) % size_m
+    pid_n = (pid % per_group) // size_m
+
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    a_ptr = A + rm[:, None].to(tl.int64) * stride_am + rk[None, :] * stride_ak  # [BM, BK]
+    b_ptr = B + rk[:, None] * stride_bk + rn[None, :].to(tl.int64) * stride_bn  # [BK, BN]
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BK)):
+        k_left = K - k * BK
+        a = tl.load(a_ptr, mask=(rm[:, None] < M) & (rk[None, :] < k_left), other=0.0)
+        b = tl.load(b_ptr, mask=(rk[:, None] < k_left) & (rn[None, :] < N), other=0.0)
+        if UPCAST:
+            a, b = a.to(tl.float32), b.to(tl.float32)
+        acc = tl.dot(a, b, acc, input_precision=PRECISION)
+        a_ptr += BK * stride_ak
+        b_ptr += BK * stride_bk
+    c_ptr = C + rm[:, None].to(tl.int64) * stride_cm + rn[None, :] * stride_cn
+    tl.store(c_ptr, acc.to(C.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def matmul_fwd(a: torch.Tensor, b: torch.Tensor, precision: str = "ieee", out: torch.Tensor | None = None) -> torch.Tensor:
+    """a [M, K] @ b [K, N] -> [M, N]; `precision` is "ieee" or "tf32" for fp32 inputs."""
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"cannot multiply {tuple(a.shape)} by {tuple(b.shape)}")
+    if a.dtype != b.dtype:
+        raise ValueError(f"dtypes differ: {a.dtype} and {b.dtype}")
+    M, K = a.shape
+    N = b.shape[1]
+    c = out if out is not None else torch.empty(M, N, dtype=a.dtype, device=a.device)
+    if c.shape != (M, N):
+        raise ValueError(f"out has shape {tuple(c.shape)}, expected {(M, N)}")
+    if a.dtype != torch.float32:
+        precision = "ieee"  # bf16/fp16 products are exact on the tensor cores; the flag only matters for fp32
+    if M and N:
+        grid = lambda meta: (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]),)
+        _matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                             c.stride(0), c.stride(1), PRECISION=precision, UPCAST=_INTERPRETED and a.dtype != torch.float32)
+    return c
+
+
+class MatmulFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, b, precision):
+        ctx.save_for_backward(a, b)
+        ctx.precision = precision
+        return matmul_fwd(a, b, precision)
+
+    @staticmethod
+    def backward(ctx, dc):
+        a, b = ctx.saved_tensors
+        da = matmul_fwd(dc, b.t(), ctx.precision) if ctx.needs_input_grad[0] else None
+        db = matmul_fwd(a.t(), dc, ctx.precision) if ctx.needs_input_grad[1] else None
+        return da, db, None
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, precision: str = "ieee", out: torch.Tensor | None = None) -> torch.Tensor:
+    if out is not None or not (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad)):
+        return matmul_fwd(a, b, precision, out)
+    return MatmulFunction.apply(a, b, precision)

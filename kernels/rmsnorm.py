@@ -1,0 +1,174 @@
+"""RMSNorm forward and backward in Triton: y = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps).
+
+Forward reads x and w once and writes y and rstd (4 bytes a row). Rows that fit one block are held in
+registers; longer rows (dim up to 65536 and beyond) are walked in chunks twice, the second pass hitting L2.
+Backward reads x, w, dy and rstd, writes dx, and reduces dw through per-program fp32 partial rows
+([programs, dim]) summed afterwards, so no atomics are needed.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+MAX_BLOCK = 8192  # elements of a row held at once; longer rows are processed in chunks of this size
+
+
+@triton.jit
+def _rmsnorm_fwd_kernel(X, W, Y, RSTD, stride_x, stride_y, n_rows, n_cols, eps,
+                        BLOCK: tl.constexpr, SINGLE: tl.constexpr):
+    row = tl.program_id(0)
+    x_ptr = X + row.to(tl.int64) * stride_x
+    y_ptr = Y + row.to(tl.int64) * stride_y
+    if SINGLE:
+        cols = tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        x = tl.load(x_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+        w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+        tl.store(y_ptr + cols, (x * rstd * w).to(Y.dtype.element_ty), mask=mask)
+    else:
+        acc = tl.zeros([BLOCK], dtype=tl.float32)
+        for start in range(0, n_cols, BLOCK):
+            cols = start + tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
+            acc += x * x
+        rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / n_cols + eps)
+        for start in range(0, n_cols, BLOCK):
+            cols = start + tl.arange(0, BLOCK)
+            mask = cols < n_cols
+            x = tl.load(x_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+            w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+            tl.store(y_ptr + cols, (x * rstd * w).to(Y.dtype.element_ty), mask=mask)
+    tl.store(RSTD + row, rstd)
+
+
+@triton.jit
+def _rmsnorm_bwd_kernel(X, W, DY, RSTD, DX, DW_PARTIAL, stride_x, stride_dy, stride_dx, n_rows, n_cols,
+                        rows_per_program, BLOCK: tl.constexpr, SINGLE: tl.constexpr):
+    pid = tl.program_id(0)
+    first = pid * rows_per_program
+    last = tl.minimum(first + rows_per_program, n_rows)
+    dw_ptr = DW_PARTIAL + pid.to(tl.int64) * n_cols
+    # Row pointers advance by one stride per row (64-bit from the start, as rows * stride can pass 2^31).
+    x_row = X + first.to(tl.int64) * stride_x
+    dy_row = DY + first.to(tl.int64) * stride_dy
+    dx_row = DX + first.to(tl.int64) * stride_dx
+    if SINGLE:
+        cols = tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+        dw = tl.zeros([BLOCK], dtype=tl.float32)
+        for row in range(first, last):
+            x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
+            dy = tl.load(dy_row + cols, mask=mask, other=0.0).to(tl.float32)
+            rstd = tl.load(RSTD + row)
+            g = dy * w
+            c = tl.sum(g * x, axis=0) / n_cols
+            dx = rstd * (g - x * (rstd * rstd * c))
+            tl.store(dx_row + cols, dx.to(DX.dtype.element_ty), mask=mask)
+            dw += dy * x * rstd
+            x_row += stride_x
+            dy_row += stride_dy
+            dx_row += stride_dx
+        tl.store(dw_ptr + cols, dw, mask=mask)
+    else:
+        for start in range(0, n_cols, BLOCK):
+            cols = start + tl.arange(0, BLOCK)
+            tl.store(dw_ptr + cols, tl.zeros([BLOCK], dtype=tl.float32), mask=cols < n_cols)
+        for row in range(first, last):
+            rstd = tl.load(RSTD + row)
+            acc = tl.zeros([BLOCK], dtype=tl.float32)
+            for start in range(0, n_cols, BLOCK):
+                cols = start + tl.arange(0, BLOCK)
+                mask = cols < n_cols
+                x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
+                dy = tl.load(dy_row + cols, mask=mask, other=0.0).to(tl.float32)
+                w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+                acc += dy * w * x
+            c = tl.sum(acc, axis=0) / n_cols
+            for start in range(0, n_cols, BLOCK):
+                cols = start + tl.arange(0, BLOCK)
+                mask = cols < n_cols
+                x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
+                dy = tl.load(dy_row + cols, mask=mask, other=0.0).to(tl.float32)
+                w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+                dx = rstd * (dy * w - x * (rstd * rstd * c))
+                tl.store(dx_row + cols, dx.to(DX.dtype.element_ty), mask=mask)
+                dw = tl.load(dw_ptr + cols, mask=mask, other=0.0)
+                tl.store(dw_ptr + cols, dw + dy * x * rstd, mask=mask)
+            x_row += stride_x
+            dy_row += stride_dy
+            dx_row += stride_dx
+
+
+def _block(n_cols: int) -> tuple[int, bool, int]:
+    block = min(triton.next_power_of_2(n_cols), MAX_BLOCK)
+    warps = 4 if block <= 2048 else (8 if block <= 4096 else 16)
+    return block, n_cols <= block, warps
+
+
+def _rows(x: torch.Tensor) -> torch.Tensor:
+    if x.stride(-1) != 1:
+        x = x.contiguous()
+    return x.reshape(-1, x.shape[-1])
+
+
+def rmsnorm_fwd(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6,
+                out: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """y, rstd for x [..., dim] and w [dim]; writes into `out` when given."""
+    if w.shape != (x.shape[-1],):
+        raise ValueError(f"weight shape {tuple(w.shape)} does not match x's last dim {x.shape[-1]}")
+    x2 = _rows(x)  # [rows, dim]
+    n_rows, n_cols = x2.shape
+    y = out if out is not None else torch.empty_like(x)
+    if y.shape != x.shape or not y.is_contiguous():
+        raise ValueError("out must be contiguous with the shape of x")
+    y2 = y.view(-1, n_cols)
+    rstd = torch.empty(n_rows, dtype=torch.float32, device=x.device)  # [rows]
+    block, single, warps = _block(n_cols)
+    if n_rows:
+        _rmsnorm_fwd_kernel[(n_rows,)](x2, w, y2, rstd, x2.stride(0), y2.stride(0), n_rows, n_cols, eps,
+                                       BLOCK=block, SINGLE=single, num_warps=warps)
+    return y, rstd
+
+
+def rmsnorm_bwd(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, rstd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """dx, dw for the forward above."""
+    x2, dy2 = _rows(x), _rows(dy)
+    n_rows, n_cols = x2.shape
+    dx = torch.empty_like(x2)
+    block, single, warps = _block(n_cols)
+    sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 4
+    programs = max(1, min(n_rows, 4 * sms))
+    rows_per_program = triton.cdiv(n_rows, programs) if n_rows else 1
+    programs = triton.cdiv(n_rows, rows_per_program) if n_rows else 1
+    dw_partial = torch.empty(programs, n_cols, dtype=torch.float32, device=x.device)  # [programs, dim]
+    if n_rows:
+        _rmsnorm_bwd_kernel[(programs,)](x2, w, dy2, rstd, dx, dw_partial, x2.stride(0), dy2.stride(0),
+                                         dx.stride(0), n_rows, n_cols, rows_per_program,
+                                         BLOCK=block, SINGLE=single, num_warps=warps)
+    else:
+        dw_partial.zero_()
+    return dx.view_as(x), dw_partial.sum(0).to(w.dtype)
+
+
+class RMSNormFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w, eps):
+        y, rstd = rmsnorm_fwd(x, w, eps)
+        ctx.save_for_backward(x, w, rstd)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, w, rstd = ctx.saved_tensors
+        dx, dw = rmsnorm_bwd(dy, x, w, rstd)
+        return dx, dw, None
+
+
+def rmsnorm(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Differentiable RMSNorm; with `out` (no grad) the result is written there."""
+    if out is not None or not (torch.is_grad_enabled() and (x.requires_grad or w.requires_grad)):
+        return rmsnorm_fwd(x, w, eps, out)[0]
+    return RMSNormFunction.apply(x, w, eps)
