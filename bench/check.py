@@ -199,3 +199,20 @@ def inputs_dtype(inputs: dict) -> torch.dtype:
 def with_grad(inputs: dict, names: tuple[str, ...]) -> dict:
     return {k: (v.detach().requires_grad_(True) if k in names and isinstance(v, torch.Tensor) else v)
             for k, v in inputs.items()}
+
+
+def check_impl(comp: Component, impl_name: str, point: dict, dtype: str, mode: str, device: str = "cpu",
+               seed: int = 0, budget_bytes: int | None = None) -> CheckResult:
+    """Check one implementation at one point, as `bench run` does, without timing it."""
+    from bench.dtypes import precision, torch_dtype
+
+    impl = comp.impls[impl_name]
+    with precision(dtype):
+        fn = impl.build(point, dtype, device)
+        inputs = comp.make_inputs(point, torch_dtype(dtype), device, seed)
+        ref = Reference(comp, point, dtype, mode, inputs, device, seed, budget_bytes)
+        out_like = tuple(o.to(torch_dtype(dtype)) for o in ref.outputs)
+        if ref.rows is not None:
+            out_like = tuple(torch.empty((ref.total_rows, *o.shape[1:]), dtype=o.dtype) for o in out_like)
+        outputs, grads = run_for_check(impl, fn, comp, mode, inputs, device, seed, out_like)
+        return ref.judge(dtype, outputs, grads)

@@ -13,6 +13,8 @@ from rich.console import Console
 from rich.table import Table
 
 console = Console(stderr=False, highlight=False)
+if not console.is_terminal:  # logs and CI: wide enough that the summary table stays readable
+    console = Console(stderr=False, highlight=False, width=200)
 err = Console(stderr=True, highlight=False)
 
 DEFAULT_SUITES = "suites.yaml"

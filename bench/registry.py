@@ -7,6 +7,7 @@ module of impls/ once so that the registry is complete.
 from __future__ import annotations
 
 import importlib
+import os
 import importlib.util
 import pkgutil
 from dataclasses import dataclass, field
@@ -176,7 +177,8 @@ def component(name: str, **kwargs: Any) -> Component:
 
 
 def discover() -> dict[str, Component]:
-    """Import every module of impls/ (once) and return the registry."""
+    """Import every module of impls/ (once), then the modules named in $BENCH_PLUGINS (comma-separated,
+    for components kept outside this repository, and for the tests' deliberately faulty ones)."""
     global _DISCOVERED
     if not _DISCOVERED:
         _DISCOVERED = True
@@ -185,6 +187,8 @@ def discover() -> dict[str, Component]:
         for info in sorted(pkgutil.iter_modules(impls.__path__), key=lambda m: m.name):
             if not info.name.startswith("_"):
                 importlib.import_module(f"impls.{info.name}")
+        for mod in filter(None, (m.strip() for m in os.environ.get("BENCH_PLUGINS", "").split(","))):
+            importlib.import_module(mod)
     return _COMPONENTS
 
 

@@ -1,0 +1,1 @@
+"""pytest plugin (entry point `llm_bench`): run registered points under pytest-benchmark with the suite's timer."""

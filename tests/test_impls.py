@@ -1,0 +1,54 @@
+"""Generated from the registry: every implementation against the float64 reference on small and odd shapes,
+each dtype and mode it supports, gradients included. Registering an implementation gives it these tests."""
+import pytest
+
+from bench import registry
+from bench.check import check_impl
+
+# Small, odd (non-power-of-two) points per component; the first is the one torch.compile impls get.
+POINTS = {
+    "matmul": [{"m": 37, "n": 123, "k": 45}, {"m": 1, "n": 5, "k": 300}, {"m": 64, "n": 64, "k": 64}],
+    "rmsnorm": [{"tokens": 37, "dim": 123}, {"tokens": 3, "dim": 9000}, {"tokens": 1, "dim": 7}],
+}
+COMPILED = {"compile"}  # torch.compile costs ~5-15 s a case on CPU: one point, one dtype per mode
+
+
+def cases():
+    for name, comp in sorted(registry.discover().items()):
+        if name not in POINTS:
+            continue
+        for impl in comp.impls.values():
+            if impl.needs.unmet("cpu") or impl.needs.world_size > 1:
+                continue
+            for i, point in enumerate(POINTS[name]):
+                for dtype in comp.dtypes:
+                    for mode in comp.modes:
+                        if impl.unsupported(mode, dtype):
+                            continue
+                        if impl.name in COMPILED and (i > 0 or dtype != "fp32"):
+                            continue
+                        marks = [pytest.mark.slow] if impl.name in COMPILED else []
+                        yield pytest.param(name, impl.name, point, dtype, mode, marks=marks,
+                                           id=f"{name}-{impl.name}-{mode}-{dtype}-" + "x".join(map(str, point.values())))
+
+
+def test_every_component_has_test_points():
+    missing = set(registry.discover()) - set(POINTS)
+    assert not missing, f"add small odd points for {missing} to POINTS"
+
+
+@pytest.mark.parametrize("component,impl,point,dtype,mode", list(cases()))
+def test_matches_reference(component, impl, point, dtype, mode):
+    comp = registry.get(component)
+    result = check_impl(comp, impl, point, dtype, mode, seed=1234)
+    assert result.ok, result.reason
+    assert result.rel_err <= result.tol
+
+
+def test_row_sliced_check_records_slice():
+    """A point whose float64 reference is over budget is checked on its first rows, and says so."""
+    comp = registry.get("rmsnorm")
+    result = check_impl(comp, "eager", {"tokens": 64, "dim": 256}, "fp32", "fwd_bwd", budget_bytes=64 * 1024)
+    assert result.ok, result.reason
+    assert "checked rows [0:" in result.note and "of 64" in result.note
+    assert "gradients of w not checked" in result.note

@@ -1,0 +1,58 @@
+"""Rows round-trip through JSONL into a DataFrame; corrupt lines are reported by line number and skipped."""
+import json
+import warnings
+
+import pytest
+
+from bench import results
+
+
+def row(i, status="ok"):
+    return {"run_id": "r", "component": "rmsnorm", "impl": "eager", "mode": "fwd", "point": {"tokens": i, "dim": 8},
+            "dtype": "fp32", "device": "cpu:x", "status": status, "samples_ms": [1.0, 1.1], "median_ms": 1.05,
+            "rel_err": float("inf") if status == "mismatch" else 1e-7}
+
+
+def test_round_trip_has_documented_columns(tmp_path):
+    path = tmp_path / "r.jsonl"
+    with results.Writer(path) as w:
+        for i in range(3):
+            w.write(row(i))
+        w.write(row(9, "mismatch"))
+    df = results.load(path)
+    assert len(df) == 4
+    for col in results.COLUMNS:
+        assert col in df.columns
+    assert df.loc[0, "samples_ms"] == [1.0, 1.1]
+    assert df.loc[1, "point"] == {"tokens": 1, "dim": 8}
+    assert df.loc[3, "rel_err"] is None or df.loc[3, "rel_err"] != df.loc[3, "rel_err"]  # inf stored as null
+
+
+def test_corrupt_and_truncated_lines_are_reported_and_skipped(tmp_path):
+    path = tmp_path / "r.jsonl"
+    lines = [json.dumps(row(0)), "{not json", json.dumps(row(1)), json.dumps(row(2))[:25]]
+    path.write_text("\n".join(lines))  # the last line is truncated, without newline
+    with pytest.warns(results.ResultsWarning) as caught:
+        df = results.load(path)
+    assert len(df) == 2
+    msgs = " ".join(str(w.message) for w in caught)
+    assert f"{path}:2:" in msgs and f"{path}:4:" in msgs
+
+
+def test_writer_starts_a_new_line_after_a_truncated_one(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(row(0)) + "\n" + json.dumps(row(1))[:20])
+    with results.Writer(path) as w:
+        w.write(row(2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        df = results.load(path)
+    assert sorted(p["tokens"] for p in df["point"]) == [0, 2]
+
+
+def test_atomic_write_replaces_whole_file(tmp_path):
+    path = tmp_path / "a" / "f.json"
+    results.atomic_write(path, "one")
+    results.atomic_write(path, "two")
+    assert path.read_text() == "two"
+    assert [p.name for p in path.parent.iterdir()] == ["f.json"]  # no temporary left behind

@@ -1,0 +1,104 @@
+"""suites.yaml validation: each kind of mistake exits 2 with a message naming the file and key path."""
+import textwrap
+
+import pytest
+from click.testing import CliRunner
+
+from bench import suite
+from bench.cli import main
+
+GOOD_ENTRY = """\
+      - component: rmsnorm
+        impls: [eager]
+        axes: {tokens: [4, 8], dim: 16}
+        dtypes: [fp32]
+        modes: [fwd]
+"""
+
+
+def write(tmp_path, body: str):
+    p = tmp_path / "suites.yaml"
+    p.write_text(body)
+    return p
+
+
+def suites_with(entry: str) -> str:
+    return "suites:\n  s:\n    entries:\n" + textwrap.indent(textwrap.dedent(entry), "      ")
+
+
+CASES = {
+    "syntax": ("suites:\n  s: [unclosed\n", "YAML syntax error at line 3"),
+    "unknown_top_key": ("suites: {}\nsuite: {}\n", "suite: unknown key 'suite' (did you mean 'suites'?)"),
+    "unknown_entry_key": (suites_with("- component: rmsnorm\n  axes: {tokens: 4, dim: 4}\n  dtype: [fp32]\n"),
+                          "suites.s.entries[0].dtype: unknown key 'dtype' (did you mean 'dtypes'?)"),
+    "unknown_component": (suites_with("- component: rmsnrom\n  axes: {tokens: 4, dim: 4}\n"),
+                          "suites.s.entries[0].component: unknown component 'rmsnrom' (did you mean 'rmsnorm'?)"),
+    "unknown_impl": (suites_with("- component: rmsnorm\n  impls: [eagre]\n  axes: {tokens: 4, dim: 4}\n"),
+                     "suites.s.entries[0].impls[0]: rmsnorm has no implementation 'eagre' (did you mean 'eager'?)"),
+    "unknown_axis": (suites_with("- component: rmsnorm\n  axes: {tokens: 4, dims: 4}\n"),
+                     "suites.s.entries[0].axes.dims: rmsnorm has no axis 'dims' (did you mean 'dim'?)"),
+    "missing_axis": (suites_with("- component: rmsnorm\n  axes: {tokens: 4}\n"),
+                     "suites.s.entries[0].axes: missing axis 'dim'"),
+    "unknown_dtype": (suites_with("- component: rmsnorm\n  axes: {tokens: 4, dim: 4}\n  dtypes: [bf61]\n"),
+                      "suites.s.entries[0].dtypes[0]: rmsnorm does not take dtype 'bf61' (did you mean 'bf16'?)"),
+    "unknown_mode": (suites_with("- component: rmsnorm\n  axes: {tokens: 4, dim: 4}\n  modes: [fwd_bwdd]\n"),
+                     "suites.s.entries[0].modes[0]: rmsnorm has no mode 'fwd_bwdd' (did you mean 'fwd_bwd'?)"),
+    "wrong_type": (suites_with("- component: rmsnorm\n  axes: {tokens: '4', dim: 4}\n"),
+                   "suites.s.entries[0].axes.tokens: expected a positive integer, got '4'"),
+    "wrong_type_list": (suites_with("- component: rmsnorm\n  axes: {tokens: 4, dim: 4}\n  dtypes: fp32\n"),
+                        "suites.s.entries[0].dtypes: Input should be a valid list"),
+    "empty_sweep": (suites_with("- component: rmsnorm\n  axes: {tokens: [], dim: 4}\n"),
+                    "suites.s.entries[0].axes.tokens: empty sweep"),
+    "empty_dtypes": (suites_with("- component: rmsnorm\n  axes: {tokens: 4, dim: 4}\n  dtypes: []\n"),
+                     "suites.s.entries[0].dtypes: Value error, empty list"),
+    "zero_size": (suites_with("- component: rmsnorm\n  axes: {tokens: [4, 0], dim: 4}\n"),
+                  "suites.s.entries[0].axes.tokens: sizes must be positive, got 0"),
+    "negative_size": (suites_with("- component: rmsnorm\n  points: [{tokens: 4, dim: -8}]\n"),
+                      "suites.s.entries[0].points[0].dim: sizes must be positive, got -8"),
+    "no_entries": ("suites:\n  s:\n    entries: []\n", "suites.s.entries: Value error, a suite needs at least one entry"),
+    "both_axes_and_points": (suites_with("- component: rmsnorm\n  axes: {tokens: 4, dim: 4}\n  points: [{tokens: 4, dim: 4}]\n"),
+                             "give exactly one of 'axes'"),
+    "not_a_mapping": ("- just\n- a list\n", "expected a mapping with a top-level key 'suites'"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_bad_suites_file_exits_2_naming_the_key(tmp_path, name):
+    body, expected = CASES[name]
+    path = write(tmp_path, body)
+    result = CliRunner().invoke(main, ["run", "s", "--suites", str(path), "--device", "cpu", "--no-report"])
+    assert result.exit_code == 2, result.output
+    assert str(path) in result.output
+    assert expected in result.output, result.output
+    assert "Traceback" not in result.output
+
+
+def test_unknown_suite_name_suggests(tmp_path):
+    path = write(tmp_path, "suites:\n  quick:\n    entries:\n" + GOOD_ENTRY)
+    result = CliRunner().invoke(main, ["run", "quik", "--suites", str(path), "--no-report"])
+    assert result.exit_code == 2
+    assert "no suite named 'quik' (did you mean 'quick'?)" in result.output
+
+
+def test_missing_suites_file(tmp_path):
+    result = CliRunner().invoke(main, ["run", "--suites", str(tmp_path / "nope.yaml")])
+    assert result.exit_code == 2 and "not found" in result.output
+
+
+def test_bad_cli_arguments_exit_2():
+    runner = CliRunner()
+    assert runner.invoke(main, ["run", "--point-timeout", "-1"]).exit_code == 2
+    assert runner.invoke(main, ["run", "--device", "tpu"]).exit_code == 2
+    res = runner.invoke(main, ["run", "--impl", "nosuch"])
+    assert res.exit_code == 2 and "no component has that implementation" in res.output
+
+
+def test_axes_expand_to_cartesian_product(tmp_path):
+    path = write(tmp_path, "suites:\n  s:\n    entries:\n" + GOOD_ENTRY)
+    s = suite.load(path)["s"]
+    assert suite.expand(s.entries[0]) == [{"tokens": 4, "dim": 16}, {"tokens": 8, "dim": 16}]
+
+
+def test_repository_suites_file_is_valid():
+    suites = suite.load("suites.yaml")
+    assert "quick" in suites
