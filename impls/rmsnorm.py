@@ -27,7 +27,7 @@ def cost(point, dtype, mode):
     fwd = Cost(4 * td, (2 * td + d) * size)  # read x, w; write y
     # bwd: g = dy*w, sum(g*x), dx = r*(g - x*r^2*c), dw += dy*x*r: ~9 FLOPs an element;
     # read x, w, dy; write dx, dw (the per-program dw partials are not counted: minimal bytes)
-    bwd = Cost(9 * td, (3 * td + d + td + d) * size)
+    bwd = Cost(9 * td, (3 * td + 2 * d) * size)
     if mode == "fwd":
         return fwd
     if mode == "bwd":

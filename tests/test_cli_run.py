@@ -1,0 +1,69 @@
+"""`bench run`, `bench list` and `bench calibrate` end to end on CPU, in subprocesses as a user runs them."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import results
+
+ROOT = Path(__file__).parent.parent
+SMALL = """\
+suites:
+  small:
+    entries:
+      - component: rmsnorm
+        impls: [eager, builtin, triton]
+        axes: {tokens: [16, 33], dim: 100}
+        dtypes: [fp32, bf16]
+        modes: [fwd, fwd_bwd]
+      - component: matmul
+        axes: {m: 33, n: 20, k: 17}
+        dtypes: [fp32]
+        modes: [fwd]
+"""
+
+
+def bench(*args, cwd=ROOT, timeout=300, check=True):
+    proc = subprocess.run([sys.executable, "-m", "bench.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=os.environ.copy())
+    if check:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+@pytest.mark.slow
+def test_run_writes_rows_table_and_roofline_fields(tmp_path):
+    suites = tmp_path / "suites.yaml"
+    suites.write_text(SMALL)
+    out = tmp_path / "res.jsonl"
+    proc = bench("run", "small", "--suites", str(suites), "--device", "cpu", "--out", str(out), "--quick-timing",
+                 "--no-report")
+    assert "summary" in proc.stdout and f"results: {out}" in proc.stdout
+    df = results.load(out)
+    assert len(df) == 2 * 2 * 2 * 3 + 2  # rmsnorm: points x dtypes x modes x impls; matmul: 2 impls
+    assert set(df["status"]) == {"ok"}
+    timed = df[df["impl"] != "triton"]
+    for col in ("median_ms", "p20_ms", "p80_ms", "n", "cpu_ms", "flops", "bytes", "intensity", "predicted_ms",
+                "bound", "roofline_pct", "tflops", "gbps", "rel_err", "tol", "ceiling_source"):
+        assert timed[col].notna().all(), col
+    assert all(len(s) == n for s, n in zip(timed["samples_ms"], timed["n"]))
+    tri = df[df["impl"] == "triton"]
+    assert tri["median_ms"].isna().all() and tri["rel_err"].notna().all()  # checked, never timed on CPU
+    assert all("interpreter" in r for r in tri["reason"])
+    env = df.iloc[0]["env"]
+    for key in ("torch", "python", "cpu"):
+        assert env[key]
+    assert df.iloc[0]["git_sha"]
+
+
+@pytest.mark.slow
+def test_list_and_costs_and_calibrate(tmp_path):
+    proc = bench("list", "--device", "cpu")
+    assert "rmsnorm" in proc.stdout and "matmul" in proc.stdout and "checked only" in proc.stdout
+    cal = bench("calibrate", "--device", "cpu", "--quick")
+    assert "memcpy bandwidth" in cal.stdout and "stored in" in cal.stdout
+    costs = bench("list", "--costs", "matmul", "--suite", "matmul", "--device", "cpu")
+    assert "8192" in costs.stdout and "compute" in costs.stdout

@@ -1,0 +1,81 @@
+"""Cost models against counts done by hand, and the prediction arithmetic."""
+import pytest
+
+from bench import registry, roofline
+from bench.registry import Cost
+
+
+def test_matmul_cost_by_hand():
+    cost = registry.get("matmul").cost
+    m, n, k = 128, 64, 32
+    fwd = cost({"m": m, "n": n, "k": k}, "bf16", "fwd")
+    assert fwd.flops == 2 * m * n * k
+    assert fwd.bytes == (m * k + k * n + m * n) * 2
+    assert fwd.math == "tensor"
+    assert cost({"m": m, "n": n, "k": k}, "fp32", "fwd").bytes == (m * k + k * n + m * n) * 4
+    bwd = cost({"m": m, "n": n, "k": k}, "bf16", "bwd")  # dA = dC B^T, dB = A^T dC
+    assert bwd.flops == 4 * m * n * k
+    assert bwd.bytes == (m * k + k * n + m * n + m * k + k * n) * 2  # read A, B, dC; write dA, dB
+    fb = cost({"m": m, "n": n, "k": k}, "bf16", "fwd_bwd")
+    assert fb.flops == 6 * m * n * k
+    assert fb.bytes == 2 * (m * k + k * n + m * n) * 2
+
+
+def test_rmsnorm_cost_by_hand():
+    cost = registry.get("rmsnorm").cost
+    t, d = 4096, 1000
+    fwd = cost({"tokens": t, "dim": d}, "bf16", "fwd")
+    assert fwd.bytes == (t * d + d + t * d) * 2  # read x, w; write y
+    assert fwd.math == "vector"
+    bwd = cost({"tokens": t, "dim": d}, "fp32", "bwd")
+    assert bwd.bytes == (t * d + d + t * d + t * d + d) * 4  # read x, w, dy; write dx, dw
+    fb = cost({"tokens": t, "dim": d}, "bf16", "fwd_bwd")
+    assert fb.bytes == (t * d + d + t * d) * 2 + (t * d + t * d + d) * 2  # + read dy; write dx, dw
+
+
+SPEC = roofline.DeviceSpec(name="test", tensor_flops={"bf16": 1000e12, "fp32": 50e12, "tf32": 500e12},
+                           vector_flops=50e12, mem_bw=4e12, launch_s=5e-6)
+
+
+def test_prediction_takes_the_larger_bound():
+    mem = roofline.predict(flops=1e9, nbytes=4e9, dtype="bf16", math="vector", spec=SPEC)
+    assert mem["bound"] == "memory" and mem["predicted_ms"] == pytest.approx(1.0)
+    comp = roofline.predict(flops=1e15, nbytes=1e9, dtype="bf16", math="tensor", spec=SPEC)
+    assert comp["bound"] == "compute" and comp["predicted_ms"] == pytest.approx(1000.0)
+    fp32 = roofline.predict(flops=1e15, nbytes=1e9, dtype="fp32", math="tensor", spec=SPEC)
+    assert fp32["predicted_ms"] == pytest.approx(20000.0)  # exact fp32: the fp32 peak, not tf32's
+    tiny = roofline.predict(flops=10, nbytes=10, dtype="bf16", math="vector", spec=SPEC)
+    assert tiny["bound"] == "launch" and tiny["predicted_ms"] == pytest.approx(5e-3)
+
+
+def test_annotate_fills_row_fields():
+    row = {"dtype": "bf16", "median_ms": 2.0, "cpu_ms": 0.01}
+    roofline.annotate(row, Cost(1e12, 2e9, "tensor"), SPEC)
+    assert row["tflops"] == pytest.approx(500)
+    assert row["gbps"] == pytest.approx(1000)
+    assert row["intensity"] == pytest.approx(500)
+    assert row["predicted_ms"] == pytest.approx(1.0) and row["bound"] == "compute"
+    assert row["roofline_pct"] == pytest.approx(50.0)
+    assert row["ceiling_source"] == "datasheet"
+
+
+def test_datasheet_matches_device_names():
+    assert roofline.datasheet("NVIDIA H200").mem_bw == 4.8e12
+    assert roofline.datasheet("NVIDIA H100 80GB HBM3").name == "NVIDIA H100 SXM"
+    assert roofline.datasheet("NVIDIA H100 PCIe").name == "NVIDIA H100 PCIe"
+    assert roofline.datasheet("NVIDIA A100-SXM4-80GB").tensor_flops["bf16"] == 312e12
+    assert roofline.datasheet("NVIDIA L4") is not None
+    assert roofline.datasheet("NVIDIA GeForce RTX 4090") is not None
+    assert roofline.datasheet("NVIDIA B200") is not None
+    assert roofline.datasheet("cpu:Intel Xeon") is None
+
+
+def test_calibration_cache_wins_over_datasheet(tmp_path, monkeypatch):
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
+    assert roofline.resolve("NVIDIA H200", "580").source == "datasheet"
+    spec = roofline.merge({"mem_bw": 4.3e12, "tensor_flops": {"bf16": 790e12}}, roofline.datasheet("NVIDIA H200"), "NVIDIA H200")
+    roofline.store(spec, "NVIDIA H200", "580")
+    got = roofline.resolve("NVIDIA H200", "580")
+    assert got.source == "calibrated" and got.mem_bw == 4.3e12 and got.tensor_flops["bf16"] == 790e12
+    assert got.tensor_flops["tf32"] == 494e12  # not measured: datasheet kept
+    assert roofline.resolve("NVIDIA H200", "999").source == "datasheet"  # another driver: not this cache entry
