@@ -307,5 +307,28 @@ def calibrate(device, quick):
     console.print(f"stored in {path}")
 
 
+@main.command("crosscheck")
+@click.option("--case", "cases", multiple=True, required=True, metavar="COMPONENT:IMPL:MODE:DTYPE:k=v,k=v",
+              help="A case to time with both timers (repeatable).")
+def crosscheck_cmd(cases):
+    """Time cases with the suite's timer and with triton.testing.do_bench, side by side (GPU)."""
+    from bench.crosscheck import crosscheck
+    from bench.execute import Case
+
+    dev = _device("cuda")
+    table = Table(title="suite timer vs triton.testing.do_bench (medians)")
+    for col in ("case", "bench", "do_bench", "ratio"):
+        table.add_column(col, justify="right")
+    for spec in cases:
+        try:
+            comp, impl, mode, dtype, pt = spec.split(":", 4)
+            point = {k: int(v) for k, v in (kv.split("=") for kv in pt.split(","))}
+        except ValueError:
+            _fail(f"--case {spec!r}: expected COMPONENT:IMPL:MODE:DTYPE:k=v,k=v")
+        r = crosscheck(Case(comp, impl, mode, point, dtype), dev)
+        table.add_row(r["case"], _fmt_ms(r["bench_ms"]), _fmt_ms(r["do_bench_ms"]), f"{r['ratio']:.3f}")
+    console.print(table)
+
+
 if __name__ == "__main__":
     main()
