@@ -103,6 +103,11 @@ class Worker:
         registry.discover()
 
     def measure(self, case: Case) -> dict:
+        row = self._measure_safely(case)
+        row["worker_pid"] = os.getpid()
+        return row
+
+    def _measure_safely(self, case: Case) -> dict:
         row: dict[str, Any] = {"status": "ok", "reason": ""}
         try:
             comp = registry.get(case.component)

@@ -131,18 +131,19 @@ class _WorkerHandle:
         self.env = msg[1]
 
     def recv(self, timeout: float):
-        """The next message, or None if the worker died or `timeout` passed."""
+        """The next message, ("dead",) if the worker died, or None if `timeout` passed first."""
         deadline = wall_clock() + timeout
         while wall_clock() < deadline:
             if self.conn.poll(0.05):
                 try:
                     return self.conn.recv()
-                except (EOFError, OSError):
-                    return None
+                except (EOFError, OSError):  # the pipe closed: the process is exiting, reap it
+                    self.proc.join(10)
+                    return ("dead",)
             if not self.proc.is_alive():
                 if self.conn.poll(0):
                     continue
-                return None
+                return ("dead",)
         return None
 
     def alive(self) -> bool:
@@ -273,11 +274,11 @@ class Runner:
         while True:
             left = self.opts.point_timeout - (wall_clock() - t0)
             msg = worker.recv(max(left, 0.0))
-            if msg is None:
-                if worker.alive():  # still running past the point timeout: a hang
-                    worker.kill()
-                    return {"status": "timeout",
-                            "reason": f"no result within --point-timeout {self.opts.point_timeout:g} s"}, None
+            if msg is None:  # still running past the point timeout: a hang
+                worker.kill()
+                return {"status": "timeout",
+                        "reason": f"no result within --point-timeout {self.opts.point_timeout:g} s"}, None
+            if msg[0] == "dead":
                 reason = worker.exit_reason()
                 worker.kill()
                 return {"status": "error", "reason": f"worker process died during this point ({reason}); "

@@ -1,0 +1,117 @@
+"""Faults lose nothing: oom, error, crash, hang, Ctrl-C and resume, each on CPU in a real `bench run`."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bench import results
+
+ROOT = Path(__file__).parent.parent
+pytestmark = pytest.mark.slow
+
+
+def suites(tmp_path, impls, ns=(8, 16), name="s"):
+    p = tmp_path / "suites.yaml"
+    p.write_text(f"suites:\n  {name}:\n    entries:\n      - component: faults\n        impls: {list(impls)}\n"
+                 f"        axes: {{n: {list(ns)}}}\n        dtypes: [fp32]\n        modes: [fwd]\n")
+    return p
+
+
+def env():
+    e = os.environ.copy()
+    e["BENCH_PLUGINS"] = "fault_impls"
+    return e
+
+
+def bench(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "bench.cli", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, env=env())
+
+
+def run_suite(tmp_path, impls, *extra, ns=(8, 16)):
+    out = tmp_path / "r.jsonl"
+    proc = bench("run", "s", "--suites", str(suites(tmp_path, impls, ns)), "--device", "cpu", "--out", str(out),
+                 "--quick-timing", "--no-report", *extra)
+    rows = results.read_rows(out) if out.exists() else []
+    return proc, rows
+
+
+def by_impl(rows):
+    out = {}
+    for r in rows:
+        out.setdefault(r["impl"], []).append(r)
+    return out
+
+
+def test_oom_and_raise_become_rows_and_the_run_goes_on(tmp_path):
+    proc, rows = run_suite(tmp_path, ["oom", "raises", "ok"])
+    assert proc.returncode == 0, proc.stderr
+    got = by_impl(rows)
+    assert [r["status"] for r in got["oom"]] == ["oom", "oom"]
+    assert "out of memory" in got["oom"][0]["reason"]
+    assert [r["status"] for r in got["raises"]] == ["error", "error"]
+    assert "ValueError: this implementation is broken on purpose" in got["raises"][0]["reason"]
+    assert [r["status"] for r in got["ok"]] == ["ok", "ok"]
+
+
+@pytest.mark.parametrize("impl,why", [("exits", "exited with code 1"), ("segfaults", "killed by SIGSEGV")])
+def test_crash_gives_error_row_and_fresh_worker(tmp_path, impl, why):
+    proc, rows = run_suite(tmp_path, [impl, "ok"])
+    assert proc.returncode == 0, proc.stderr
+    got = by_impl(rows)
+    assert len(rows) == 4
+    assert all(r["status"] == "error" and why in r["reason"] for r in got[impl])
+    assert all(r["status"] == "ok" for r in got["ok"])
+    assert len({r["worker_pid"] for r in got["ok"]}) == 2  # each crash was followed by a fresh worker
+
+
+def test_hang_gives_timeout_row(tmp_path):
+    t0 = time.time()
+    proc, rows = run_suite(tmp_path, ["hangs", "ok"], "--point-timeout", "3", ns=(8,))
+    assert proc.returncode == 0, proc.stderr
+    assert time.time() - t0 < 60
+    got = by_impl(rows)
+    assert got["hangs"][0]["status"] == "timeout" and "--point-timeout 3" in got["hangs"][0]["reason"]
+    assert got["ok"][0]["status"] == "ok"
+
+
+def test_isolate_runs_each_point_in_its_own_worker(tmp_path):
+    proc, rows = run_suite(tmp_path, ["pid"], "--isolate", ns=(4, 5, 6))
+    assert proc.returncode == 0, proc.stderr
+    assert len({r["worker_pid"] for r in rows}) == 3
+    proc, rows = run_suite(tmp_path / "x" if (tmp_path / "x").mkdir() is None else None, ["pid"], ns=(4, 5, 6))
+    assert len({r["worker_pid"] for r in rows}) == 1  # without --isolate one worker serves every point
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_keeps_rows_and_resume_finishes_without_duplicates(tmp_path, sig):
+    ns = list(range(1, 13))
+    path = suites(tmp_path, ["slow"], ns)
+    out = tmp_path / "r.jsonl"
+    args = [sys.executable, "-m", "bench.cli", "run", "s", "--suites", str(path), "--device", "cpu", "--out", str(out),
+            "--quick-timing", "--no-report"]
+    proc = subprocess.Popen(args, cwd=ROOT, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if out.exists() and len(out.read_text().splitlines()) >= 3:
+            break
+        time.sleep(0.05)
+    proc.send_signal(sig)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "--resume" in stderr
+    first = results.read_rows(out)
+    assert 3 <= len(first) < len(ns)
+    assert all(r["status"] == "ok" for r in first)
+    resumed = bench("run", "s", "--suites", str(path), "--device", "cpu", "--out", str(out), "--quick-timing",
+                    "--no-report", "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{len(first)} rows already there" in resumed.stdout
+    rows = results.read_rows(out)
+    assert sorted(r["point"]["n"] for r in rows) == ns  # every point once: none lost, none duplicated
+    assert [r["run_id"] for r in rows[: len(first)]] == [r["run_id"] for r in first]  # measured rows untouched
