@@ -86,3 +86,18 @@ def measure(device: str, quick: bool = False, log=print) -> dict:
     out["launch_s"] = _launch_s(device)
     log(f"launch overhead (one tiny eager op): {out['launch_s'] * 1e6:.1f} us")
     return out
+
+
+def spec_for(device: str, log=lambda s: None):
+    """Ceilings for this machine: cached calibration, else datasheet, else a quick calibration (stored)."""
+    from bench import roofline
+    from bench.results import device_name, environment
+
+    env = environment(device)
+    name = device_name(env, device)
+    spec = roofline.resolve(name, env.get("driver"))
+    if spec is None:
+        spec = roofline.merge(measure(device, quick=True, log=log), None, name)
+        spec = roofline.DeviceSpec(**{**spec.to_json(), "source": "calibrated (quick, automatic)"})
+        roofline.store(spec, name, env.get("driver"))
+    return spec

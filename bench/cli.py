@@ -307,6 +307,74 @@ def calibrate(device, quick):
     console.print(f"stored in {path}")
 
 
+# ---- compare / export -----------------------------------------------------------------------------------------
+
+def _percent(ctx, param, value: str) -> float:
+    try:
+        v = float(value.rstrip("%")) / (100 if value.endswith("%") else 1)
+    except ValueError:
+        raise click.BadParameter(f"expected a percentage like 5% or 0.05, got {value!r}")
+    if not 0 < v < 10:
+        raise click.BadParameter(f"threshold must be positive, got {value!r}")
+    return v
+
+
+def _existing(paths):
+    for p in paths:
+        if not Path(p).is_file():
+            _fail(f"results file {p} not found")
+
+
+@main.command()
+@click.argument("baseline", nargs=1)
+@click.argument("current", nargs=1)
+@click.option("--threshold", default="5%", callback=_percent, show_default=True,
+              help="Smallest change in median time that counts.")
+@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.01, show_default=True,
+              help="Significance level of the Mann-Whitney U test.")
+@click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json"]), default="table", show_default=True)
+@click.option("--all", "show_all", is_flag=True, help="Show unchanged rows too.")
+def compare(baseline, current, threshold, alpha, fmt, show_all):
+    """Compare CURRENT results against BASELINE; exit 1 on a regression (slower, or correctness lost)."""
+    from bench import compare as cmp
+
+    _existing([baseline, current])
+    verdicts = cmp.compare_files([baseline], [current], threshold, alpha)
+    if not verdicts:
+        _fail("no rows in either file")
+    if fmt == "markdown":
+        click.echo(cmp.markdown(verdicts, threshold, alpha))
+    elif fmt == "json":
+        click.echo(cmp.as_json(verdicts))
+    else:
+        table = Table(title=f"{current} vs {baseline} (threshold {threshold:.0%}, alpha {alpha})")
+        for col in cmp.HEADER:
+            table.add_column(col)
+        styles = {"broken": "bold red", "slower": "red", "faster": "green", "noisy": "yellow", "fixed": "green"}
+        for v, cells in zip(sorted(verdicts, key=lambda v: cmp.ORDER.get(v.verdict, 9)), cmp.table_rows(verdicts)):
+            if show_all or v.verdict not in ("same", "not-timed"):
+                table.add_row(*cells, style=styles.get(v.verdict))
+        console.print(table)
+        console.print(", ".join(f"{n} {k}" for k, n in sorted(cmp.counts(verdicts).items())))
+    if cmp.failed(verdicts):
+        if fmt == "table":
+            err.print("[bold red]regression[/]: slower or broken rows above")
+        sys.exit(1)
+
+
+@main.command("export")
+@click.argument("results_files", nargs=-1, required=True)
+@click.option("--format", "fmt", type=click.Choice(["pytest-benchmark"]), default="pytest-benchmark", show_default=True)
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Output JSON file.")
+def export_cmd(results_files, fmt, out):
+    """Export results to pytest-benchmark's JSON (readable by `pytest-benchmark compare`)."""
+    from bench.export import export
+
+    _existing(results_files)
+    n = export(list(results_files), out)
+    console.print(f"wrote {n} benchmarks to {out}")
+
+
 @main.command("crosscheck")
 @click.option("--case", "cases", multiple=True, required=True, metavar="COMPONENT:IMPL:MODE:DTYPE:k=v,k=v",
               help="A case to time with both timers (repeatable).")

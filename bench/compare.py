@@ -1,0 +1,170 @@
+"""`bench compare BASELINE CURRENT`: which rows got slower, faster, or broke.
+
+Rows are matched on (component, impl, mode, point, dtype, device). For a pair that ran on both sides the
+median ratio current/baseline gets a 95% bootstrap confidence interval and a
+Mann-Whitney U test on the samples. A row is `slower`/`faster` only when the ratio moves beyond the threshold
+*and* the change is significant; `noisy` when the interval is too wide to rule a threshold-sized change in or
+out; else `same`. ok -> mismatch/error/oom/timeout is `broken`, always a failure. No torch here.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from bench.results import KEY, load
+
+FAILING = ("slower", "broken")
+
+
+@dataclass
+class Verdict:
+    component: str
+    impl: str
+    mode: str
+    point: str
+    dtype: str
+    device: str
+    verdict: str  # slower | faster | same | noisy | broken | fixed | new | missing | not-timed
+    base_ms: float | None = None
+    cur_ms: float | None = None
+    ratio: float | None = None
+    ratio_lo: float | None = None
+    ratio_hi: float | None = None
+    p_value: float | None = None
+    base_status: str | None = None
+    cur_status: str | None = None
+    note: str = ""
+
+
+def _last(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per key: the last one written (a resumed or repeated run may hold several)."""
+    return df.drop_duplicates(subset=KEY, keep="last").set_index(KEY)
+
+
+BOOT_CONFIDENCE = 0.95
+BOOT_RESAMPLES = 1000
+BOOT_MAX_SAMPLES = 500  # longer sample lists are thinned (evenly) before resampling: same CI, bounded cost
+
+
+def ratio_ci(b: np.ndarray, c: np.ndarray, confidence: float) -> tuple[float, float]:
+    """Percentile bootstrap interval of median(c) / median(b); seeded, so the same files give the same verdict."""
+    rng = np.random.default_rng(12345)
+    thin = lambda x: x[np.linspace(0, len(x) - 1, BOOT_MAX_SAMPLES).astype(int)] if len(x) > BOOT_MAX_SAMPLES else x
+    b, c = thin(np.sort(b)), thin(np.sort(c))
+    mb = np.median(rng.choice(b, (BOOT_RESAMPLES, len(b))), axis=1)
+    mc = np.median(rng.choice(c, (BOOT_RESAMPLES, len(c))), axis=1)
+    r = mc / mb
+    q = (1 - confidence) / 2
+    return float(np.quantile(r, q)), float(np.quantile(r, 1 - q))
+
+
+def judge_pair(base: list[float], cur: list[float], threshold: float, alpha: float) -> tuple[str, dict]:
+    """Verdict on two sample sets of one case."""
+    b, c = np.asarray(base, dtype=float), np.asarray(cur, dtype=float)
+    mb, mc = float(np.median(b)), float(np.median(c))
+    ratio = mc / mb
+    lo, hi = ratio_ci(b, c, BOOT_CONFIDENCE)
+    p = float(stats.mannwhitneyu(base, cur, alternative="two-sided").pvalue) if min(len(base), len(cur)) >= 3 else 1.0
+    info = {"base_ms": mb, "cur_ms": mc, "ratio": ratio, "ratio_lo": lo, "ratio_hi": hi, "p_value": p}
+    if ratio > 1 + threshold and p < alpha and lo > 1:
+        return "slower", info
+    if ratio < 1 - threshold and p < alpha and hi < 1:
+        return "faster", info
+    if hi > 1 + threshold or lo < 1 - threshold:
+        return "noisy", info  # the interval reaches past the threshold: too wide to call it either way
+    return "same", info
+
+
+def compare_frames(base: pd.DataFrame, cur: pd.DataFrame, threshold: float = 0.05, alpha: float = 0.01) -> list[Verdict]:
+    b, c = _last(base), _last(cur)
+    out: list[Verdict] = []
+    for key in list(c.index) + [k for k in b.index if k not in c.index]:
+        comp, impl, mode, pk, dtype, device = key
+        v = Verdict(comp, impl, mode, pk, dtype, device, "same")
+        if key not in b.index:
+            v.verdict, v.cur_status = "new", c.loc[key, "status"]
+            out.append(v)
+            continue
+        if key not in c.index:
+            v.verdict, v.base_status = "missing", b.loc[key, "status"]
+            out.append(v)
+            continue
+        br, cr = b.loc[key], c.loc[key]
+        v.base_status, v.cur_status = br["status"], cr["status"]
+        if br["status"] == "ok" and cr["status"] != "ok":
+            v.verdict, v.note = "broken", f"{cr['status']}: {cr.get('reason') or ''}"[:200]
+        elif br["status"] != "ok" and cr["status"] == "ok":
+            v.verdict, v.note = "fixed", f"was {br['status']}"
+        elif br["status"] != "ok":
+            v.verdict, v.note = "same", f"{cr['status']} on both sides"
+        else:
+            bs, cs = br.get("samples_ms"), cr.get("samples_ms")
+            if not isinstance(bs, list) or not isinstance(cs, list) or not bs or not cs:
+                v.verdict, v.note = "not-timed", "no samples on one side (e.g. Triton under the CPU interpreter)"
+            else:
+                v.verdict, info = judge_pair(bs, cs, threshold, alpha)
+                for k, val in info.items():
+                    setattr(v, k, val)
+        out.append(v)
+    return out
+
+
+def compare_files(baseline: list[str], current: list[str], threshold: float = 0.05, alpha: float = 0.01) -> list[Verdict]:
+    return compare_frames(load(baseline), load(current), threshold, alpha)
+
+
+def failed(verdicts: list[Verdict]) -> bool:
+    return any(v.verdict in FAILING for v in verdicts)
+
+
+def _point(pk: str) -> str:
+    try:
+        return ",".join(f"{k}={v}" for k, v in json.loads(pk).items())
+    except ValueError:
+        return pk
+
+
+def _fmt(v: Verdict) -> list[str]:
+    ratio = f"{v.ratio:.3f} [{v.ratio_lo:.3f}, {v.ratio_hi:.3f}]" if v.ratio is not None else "-"
+    ms = lambda x: f"{x:.4g}" if x is not None and not (isinstance(x, float) and math.isnan(x)) else "-"
+    p = f"{v.p_value:.2g}" if v.p_value is not None else "-"
+    return [v.verdict, f"{v.component}:{v.impl}", v.mode, _point(v.point), v.dtype, ms(v.base_ms), ms(v.cur_ms),
+            ratio, p, v.note]
+
+
+HEADER = ["verdict", "case", "mode", "point", "dtype", "base ms", "current ms", "ratio [CI]", "p", "note"]
+ORDER = {"broken": 0, "slower": 1, "noisy": 2, "faster": 3, "fixed": 4, "missing": 5, "new": 6, "same": 7,
+         "not-timed": 8}
+
+
+def counts(verdicts: list[Verdict]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for v in verdicts:
+        out[v.verdict] = out.get(v.verdict, 0) + 1
+    return out
+
+
+def markdown(verdicts: list[Verdict], threshold: float, alpha: float) -> str:
+    c = counts(verdicts)
+    head = "**Regression** :x:" if failed(verdicts) else "**No regression** :white_check_mark:"
+    lines = [f"{head} (threshold {threshold:.0%}, alpha {alpha}): " + ", ".join(f"{n} {k}" for k, n in sorted(c.items(), key=lambda kv: ORDER.get(kv[0], 9))), ""]
+    shown = [v for v in sorted(verdicts, key=lambda v: ORDER.get(v.verdict, 9)) if v.verdict != "same"]
+    if shown:
+        lines += ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+        for v in shown:
+            lines.append("| " + " | ".join(s.replace("|", "\\|") for s in _fmt(v)) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def as_json(verdicts: list[Verdict]) -> str:
+    return json.dumps({"failed": failed(verdicts), "counts": counts(verdicts), "rows": [asdict(v) for v in verdicts]},
+                      indent=2, default=lambda x: None)
+
+
+def table_rows(verdicts: list[Verdict]) -> list[list[str]]:
+    return [_fmt(v) for v in sorted(verdicts, key=lambda v: ORDER.get(v.verdict, 9))]

@@ -1,0 +1,128 @@
+"""bench compare: A/A false-positive rate, real slowdowns caught, small ones and noise not called regressions."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench import compare, results
+
+ROOT = Path(__file__).parent.parent
+
+
+def row(impl, samples, status="ok", point=None):
+    return {"component": "rmsnorm", "impl": impl, "mode": "fwd", "point": point or {"tokens": 8, "dim": 8},
+            "dtype": "fp32", "device": "cpu:test", "status": status, "reason": "" if status == "ok" else "boom",
+            "samples_ms": list(map(float, samples)), "median_ms": float(np.median(samples)) if len(samples) else None,
+            "run_id": "r", "suite": "s"}
+
+
+def draw(rng, median=1.0, spread=0.02, n=50):
+    """Timing-like samples: lognormal around the median with a few slow outliers."""
+    s = median * rng.lognormal(0, spread, n)
+    s[rng.random(n) < 0.05] *= 1.3
+    return s
+
+
+def write(path, rows):
+    with results.Writer(path) as w:
+        for r in rows:
+            w.write(r)
+    return path
+
+
+def verdicts(tmp_path, base_rows, cur_rows, **kw):
+    b = write(tmp_path / "b.jsonl", base_rows)
+    c = write(tmp_path / "c.jsonl", cur_rows)
+    return {v.impl: v for v in compare.compare_files([b], [c], **kw)}
+
+
+def test_aa_false_positive_rate_is_low():
+    """2000 pairs from the same noisy distribution (4% lognormal spread, 5% outliers 30% slow, 20 samples):
+    state the rate of false regressions."""
+    rng = np.random.default_rng(0)
+    calls = {"slower": 0, "faster": 0, "noisy": 0, "same": 0}
+    for _ in range(2000):
+        v, _ = compare.judge_pair(list(draw(rng, spread=0.04, n=20)), list(draw(rng, spread=0.04, n=20)),
+                                  threshold=0.05, alpha=0.01)
+        calls[v] += 1
+    rate = calls["slower"] / 2000
+    print(f"A/A over 2000 pairs: {calls}; false regression rate {rate:.4f}")
+    assert rate < 0.005
+    assert calls["faster"] / 2000 < 0.005
+
+
+def test_twenty_percent_slowdown_caught_two_percent_not(tmp_path):
+    rng = np.random.default_rng(1)
+    base = [row("a", draw(rng)), row("b", draw(rng)), row("c", draw(rng))]
+    cur = [row("a", draw(rng, 1.20)), row("b", draw(rng, 1.02)), row("c", draw(rng, 0.80))]
+    got = verdicts(tmp_path, base, cur)
+    assert got["a"].verdict == "slower" and got["a"].ratio == pytest.approx(1.2, rel=0.03)
+    assert got["b"].verdict == "same"
+    assert got["c"].verdict == "faster"
+    assert compare.failed(list(got.values()))
+
+
+def test_noisy_row_is_called_noisy(tmp_path):
+    rng = np.random.default_rng(2)
+    base = [row("a", draw(rng, spread=0.6, n=12))]
+    cur = [row("a", draw(rng, 1.10, spread=0.6, n=12))]
+    got = verdicts(tmp_path, base, cur)
+    assert got["a"].verdict == "noisy"
+    assert not compare.failed(list(got.values()))
+
+
+def test_correctness_regression_fails_even_when_faster(tmp_path):
+    rng = np.random.default_rng(3)
+    base = [row("a", draw(rng))]
+    cur = [row("a", draw(rng, 0.5), status="mismatch")]
+    got = verdicts(tmp_path, base, cur)
+    assert got["a"].verdict == "broken"
+    assert compare.failed(list(got.values()))
+
+
+def test_new_and_missing_rows_are_listed(tmp_path):
+    rng = np.random.default_rng(4)
+    got = verdicts(tmp_path, [row("old", draw(rng))], [row("new", draw(rng))])
+    assert got["old"].verdict == "missing" and got["new"].verdict == "new"
+    assert not compare.failed(list(got.values()))
+
+
+def bench(*args):
+    return subprocess.run([sys.executable, "-m", "bench.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def test_cli_exit_codes_and_formats(tmp_path):
+    rng = np.random.default_rng(5)
+    b = write(tmp_path / "b.jsonl", [row("a", draw(rng)), row("b", draw(rng))])
+    same = write(tmp_path / "same.jsonl", [row("a", draw(rng)), row("b", draw(rng))])
+    slow = write(tmp_path / "slow.jsonl", [row("a", draw(rng, 1.3)), row("b", draw(rng))])
+    ok = bench("compare", str(b), str(same))
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    bad = bench("compare", str(b), str(slow), "--format", "markdown")
+    assert bad.returncode == 1
+    assert "**Regression**" in bad.stdout and "| slower | rmsnorm:a |" in bad.stdout
+    js = bench("compare", str(b), str(slow), "--format", "json", "--threshold", "50%")
+    assert js.returncode == 0  # a 30% slowdown is under a 50% threshold
+    assert json.loads(js.stdout)["failed"] is False
+    assert bench("compare", str(b), str(tmp_path / "nope.jsonl")).returncode == 2
+    assert bench("compare", str(b), str(same), "--threshold", "abc").returncode == 2
+
+
+def test_export_loads_in_pytest_benchmark_compare(tmp_path):
+    rng = np.random.default_rng(6)
+    src = write(tmp_path / "r.jsonl", [row("a", draw(rng)), row("b", draw(rng)), row("c", [], status="error")])
+    out = tmp_path / "0001_export.json"
+    proc = bench("export", "--format", "pytest-benchmark", str(src), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert len(data["benchmarks"]) == 2  # the error row has no samples
+    assert data["benchmarks"][0]["stats"]["median"] == pytest.approx(np.median(draw(np.random.default_rng(6))) / 1e3, rel=0.5)
+    # pytest-benchmark's own compare command reads it.
+    tool = Path(sys.executable).parent / "pytest-benchmark"
+    cmp = subprocess.run([str(tool), "compare", str(out)], capture_output=True,
+                         text=True, timeout=120, cwd=tmp_path)
+    assert cmp.returncode == 0, cmp.stdout + cmp.stderr
+    assert "rmsnorm[a-fwd-fp32-tokens=8,dim=8]" in cmp.stdout
