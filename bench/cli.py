@@ -197,7 +197,7 @@ def run(suite_names, suite_opt, suites_file, device, impls, components, out, res
     opts = RunOptions(device=dev, out=out, timing=timing, isolate=isolate, point_timeout=point_timeout,
                       resume=resume, seed=seed, check=not no_check)
     console.print(f"running {len(planned)} cases of suite(s) {', '.join(names)} on {dev} -> {out}")
-    rows = _run_with_progress(Runner, opts, planned, RunInterrupted)
+    rows = _run_with_progress(Runner, opts, planned, RunInterrupted, write_report)
     _summary(rows)
     console.print(f"results: {out}")
     if write_report:
@@ -209,7 +209,7 @@ def _newest(label: str) -> Path | None:
     return files[-1] if files else None
 
 
-def _run_with_progress(Runner, opts, planned, RunInterrupted):
+def _run_with_progress(Runner, opts, planned, RunInterrupted, write_report=False):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -236,6 +236,11 @@ def _run_with_progress(Runner, opts, planned, RunInterrupted):
     except RunInterrupted as e:
         err.print(f"interrupted: {e.written} rows of this run are in {e.path}; "
                   f"`bench run ... --out {e.path} --resume` finishes it")
+        if write_report and e.path.exists() and e.path.stat().st_size:
+            try:
+                _report_for([e.path], e.path.with_suffix(""), [])
+            except Exception as exc:  # a partial report is a courtesy; the rows are what must survive
+                err.print(f"partial report not written: {exc}")
         sys.exit(130)
     return rows
 
@@ -268,6 +273,23 @@ def _report_for(paths, out_dir, baselines):
     index = render([str(p) for p in paths], out_dir, [str(b) for b in baselines])
     console.print(f"report: {index}")
     return index
+
+
+# ---- report -------------------------------------------------------------------------------------------------
+
+@main.command()
+@click.argument("results_files", nargs=-1, required=True)
+@click.option("-o", "--out", "out_dir", default="report", show_default=True, help="Output directory.")
+@click.option("--baseline", "baselines", multiple=True, help="Baseline results for the comparison view (repeatable).")
+@click.option("--open", "open_browser", is_flag=True, help="Open the report in a browser.")
+def report(results_files, out_dir, baselines, open_browser):
+    """Write an offline HTML report of RESULTS_FILES (several files, e.g. GPU and CPU runs, go in one report)."""
+    _existing(list(results_files) + list(baselines))
+    index = _report_for(list(results_files), Path(out_dir), list(baselines))
+    if index and open_browser:
+        import webbrowser
+
+        webbrowser.open(index.resolve().as_uri())
 
 
 # ---- calibrate ------------------------------------------------------------------------------------------------

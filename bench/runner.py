@@ -217,6 +217,7 @@ class Runner:
             "device": device_name(env, self.opts.device),
             "backend": self.opts.device,
             "world_size": registry.get(c.component).impls[c.impl].needs.world_size,
+            "baseline": registry.get(c.component).baseline,
             **measured,
             "env": env,
         }

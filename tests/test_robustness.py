@@ -108,6 +108,8 @@ def test_interrupt_keeps_rows_and_resume_finishes_without_duplicates(tmp_path, s
     first = results.read_rows(out)
     assert 3 <= len(first) < len(ns)
     assert all(r["status"] == "ok" for r in first)
+    partial = bench("report", str(out), "-o", str(tmp_path / "partial"))  # the partial run renders
+    assert partial.returncode == 0 and (tmp_path / "partial" / "index.html").exists(), partial.stderr
     resumed = bench("run", "s", "--suites", str(path), "--device", "cpu", "--out", str(out), "--quick-timing",
                     "--no-report", "--resume")
     assert resumed.returncode == 0, resumed.stderr

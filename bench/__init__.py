@@ -1,0 +1,1 @@
+"""The harness and the bench CLI."""

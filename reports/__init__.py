@@ -1,0 +1,1 @@
+"""HTML reports from result files (pandas, plotly, jinja2; never torch)."""

@@ -1,0 +1,321 @@
+"""Render result files into one offline HTML report: overview, one section per component, comparison.
+
+Reads rows with `bench.results.load` (pandas only), draws with plotly (plotly.js written once beside the page,
+no CDN) and lays out with jinja2 (autoescaped: every string from a results file is shown, never executed).
+"""
+from __future__ import annotations
+
+import html
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from bench.results import atomic_write, load
+
+TEMPLATES = Path(__file__).parent / "templates"
+PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"]
+SYMBOLS = {"bf16": "circle", "fp16": "triangle-up", "tf32": "diamond", "fp32": "square", "fp64": "x"}
+STATUS_ORDER = ["ok", "mismatch", "error", "oom", "timeout", "skipped"]
+TABLE_COLUMNS = [
+    ("device", "device"), ("impl", "impl"), ("mode", "mode"), ("point", "point"), ("dtype", "dtype"),
+    ("status", "status"), ("median_ms", "median ms"), ("p20_ms", "p20 ms"), ("p80_ms", "p80 ms"), ("n", "n"),
+    ("cpu_ms", "host ms/call"), ("tflops", "TFLOP/s"), ("gbps", "GB/s"), ("intensity", "FLOP/B"),
+    ("predicted_ms", "roofline ms"), ("roofline_pct", "% roofline"), ("bound", "bound"), ("speedup", "speedup"),
+    ("rel_err", "rel err"), ("tol", "tol"), ("peak_mem_bytes", "peak MB"), ("compile_s", "compile s"),
+    ("timer", "timer"), ("reason", "reason / note"),
+]
+
+
+def _point_label(p) -> str:
+    return ",".join(f"{k}={v}" for k, v in p.items()) if isinstance(p, dict) else str(p)
+
+
+def _num(x):
+    return x is not None and not (isinstance(x, float) and math.isnan(x))
+
+
+def _fmt(col: str, v) -> str:
+    if not _num(v) or v == "":
+        return ""
+    if col in ("median_ms", "p20_ms", "p80_ms", "predicted_ms", "cpu_ms"):
+        return f"{v:.4g}"
+    if col in ("tflops", "gbps", "intensity", "roofline_pct", "compile_s"):
+        return f"{v:,.1f}" if abs(v) >= 10 else f"{v:.3g}"
+    if col == "speedup":
+        return f"{v:.2f}x"
+    if col in ("rel_err", "tol"):
+        return f"{v:.2e}"
+    if col == "peak_mem_bytes":
+        return f"{v / 1e6:,.1f}"
+    if col == "n":
+        return str(int(v))
+    return str(v)
+
+
+def _sort_key(col: str, v):
+    """A numeric key the page sorts by (strings sort as text)."""
+    return float(v) if _num(v) and isinstance(v, (int, float, np.number)) else ""
+
+
+def prepare(df: pd.DataFrame) -> pd.DataFrame:
+    df = df.copy()
+    df["point_label"] = df["point"].map(_point_label)
+    df["device"] = df["device"].fillna(df.get("backend", "unknown"))
+    df["size"] = df["flops"].where(df["flops"].notna() & (df["flops"] > 0), df["bytes"])
+    df["speedup"] = np.nan
+    # Speedup over the component's reference implementation at the same device/mode/point/dtype.
+    for comp, g in df.groupby("component"):
+        base = _baseline_impl(g)
+        ref = g[(g["impl"] == base) & (g["status"] == "ok")].set_index(["device", "mode", "point_label", "dtype"])["median_ms"]
+        for idx, row in g.iterrows():
+            key = (row["device"], row["mode"], row["point_label"], row["dtype"])
+            if row["status"] == "ok" and _num(row["median_ms"]) and key in ref.index and _num(ref.loc[key]):
+                df.at[idx, "speedup"] = float(ref.loc[key]) / row["median_ms"]
+        df.loc[g.index, "baseline_impl"] = base
+    return df
+
+
+def _baseline_impl(g: pd.DataFrame) -> str:
+    """The reference implementation rows name (eager when present), else the first impl seen."""
+    if "baseline" in g.columns and g["baseline"].notna().any():
+        return g["baseline"].dropna().iloc[0]
+    impls = list(dict.fromkeys(g["impl"]))
+    return "eager" if "eager" in impls else impls[0]
+
+
+def _colors(impls) -> dict:
+    return {impl: PALETTE[i % len(PALETTE)] for i, impl in enumerate(sorted(impls))}
+
+
+def _layout(title: str, xtitle: str, ytitle: str, xlog=False, ylog=False, height=420) -> dict:
+    return dict(
+        title=dict(text=html.escape(title), font=dict(size=15)),
+        xaxis=dict(title=dict(text=xtitle), type="log" if xlog else "-", gridcolor="#e5e5e5", zeroline=False),
+        yaxis=dict(title=dict(text=ytitle), type="log" if ylog else "-", gridcolor="#e5e5e5", zeroline=False),
+        height=height, margin=dict(l=70, r=20, t=60, b=60), plot_bgcolor="white", paper_bgcolor="white",
+        legend=dict(orientation="h", yanchor="bottom", y=1.0, x=1, xanchor="right", font=dict(size=11)),
+        hoverlabel=dict(align="left"), font=dict(family="system-ui, sans-serif", size=12),
+    )
+
+
+def _rate(tflops: float) -> str:
+    return f"{tflops:,.0f} TFLOP/s" if tflops >= 1 else f"{tflops * 1e3:,.1f} GFLOP/s"
+
+
+def roofline_chart(g: pd.DataFrame, colors: dict, device: str) -> dict:
+    """Log-log intensity vs achieved FLOP/s per impl on one device, with its memory and compute roofs
+    (one compute roof per dtype and math unit the rows use)."""
+    fig = go.Figure()
+    ok = g[(g["status"] == "ok") & g["tflops"].notna() & g["intensity"].notna() & (g["intensity"] > 0)]
+    if ok.empty:
+        return {}
+    xs = ok["intensity"]
+    xmin, xmax = float(xs.min()) / 4, float(xs.max()) * 4
+    roofs = ok.dropna(subset=["peak_tflops", "peak_gbps"]).groupby(["peak_tflops", "peak_gbps"])
+    dashes = ["dash", "dot", "dashdot", "longdash", "longdashdot"]
+    for i, ((peak_t, peak_bw), rs) in enumerate(roofs):
+        kinds = sorted({f"{d} {'matrix' if m == 'tensor' else 'vector'}" for d, m in zip(rs["dtype"], rs["math"])})
+        ridge = peak_t * 1e12 / (peak_bw * 1e9)
+        x = np.geomspace(min(xmin, ridge / 8), max(xmax, ridge * 4), 64)
+        y = np.minimum(peak_bw * 1e9 * x, peak_t * 1e12) / 1e12
+        label = f"roof {'/'.join(kinds)}: {_rate(peak_t)}, {peak_bw:,.0f} GB/s"
+        fig.add_trace(go.Scatter(x=x, y=y, mode="lines", line=dict(color="#666", width=1.3, dash=dashes[i % len(dashes)]),
+                                 name=html.escape(label),
+                                 hovertemplate=html.escape(f"{label}; ridge at {ridge:,.1f} FLOP/B") + "<extra></extra>"))
+    for impl, s in ok.groupby("impl"):
+        text = [html.escape(f"{r.impl} {r.mode} {r.dtype} {r.point_label}") + "<br>"
+                + f"{r.median_ms:.4g} ms, {r.tflops:.3g} TFLOP/s, {r.gbps:,.0f} GB/s"
+                + (f"<br>{r.roofline_pct:.1f}% of roofline ({r.bound})" if _num(r.roofline_pct) else "")
+                for r in s.itertuples()]
+        symbols = [SYMBOLS.get(d, "circle") + ("-open" if m != "fwd" else "") for d, m in zip(s["dtype"], s["mode"])]
+        fig.add_trace(go.Scatter(x=s["intensity"], y=s["tflops"], mode="markers", name=html.escape(impl),
+                                 marker=dict(color=colors[impl], size=9, symbol=symbols, line=dict(width=1.2, color=colors[impl])),
+                                 text=text, hovertemplate="%{text}<extra></extra>"))
+    shapes = ", ".join(f"{d} {SYMBOLS[d]}" for d in SYMBOLS if d in set(ok["dtype"]))
+    lay = _layout(f"Roofline on {device}<br><sup>marker: {shapes}; filled fwd, open with backward</sup>", "arithmetic intensity (FLOP/byte, log)", "achieved TFLOP/s (log)",
+                  xlog=True, ylog=True, height=460)
+    lay["legend"] = dict(orientation="v", x=1.01, y=1, xanchor="left", yanchor="top", font=dict(size=11))
+    lay["margin"]["r"] = 10
+    fig.update_layout(**lay)
+    return fig.to_plotly_json()
+
+
+def shape_charts(g: pd.DataFrame, colors: dict) -> list[dict]:
+    """Per (device, mode, dtype): time vs shape and speedup over the reference impl, one line per impl."""
+    out = []
+    ok = g[(g["status"] == "ok") & g["median_ms"].notna()]
+    for (device, mode, dtype), s in ok.groupby(["device", "mode", "dtype"], sort=False):
+        order = s.drop_duplicates("point_label").sort_values("size")["point_label"].tolist()
+        time_fig, speed_fig = go.Figure(), go.Figure()
+        for impl, t in s.groupby("impl"):
+            t = t.set_index("point_label").reindex(order)
+            hover = [html.escape(f"{impl} {p}") + (f"<br>{m:.4g} ms" if _num(m) else "") for p, m in zip(order, t["median_ms"])]
+            time_fig.add_trace(go.Scatter(x=order, y=t["median_ms"], mode="lines+markers", name=html.escape(impl),
+                                          line=dict(color=colors[impl]), text=hover, hovertemplate="%{text}<extra></extra>",
+                                          error_y=dict(type="data", symmetric=False, array=(t["p80_ms"] - t["median_ms"]),
+                                                       arrayminus=(t["median_ms"] - t["p20_ms"]), thickness=1, width=3)))
+            speed_fig.add_trace(go.Scatter(x=order, y=t["speedup"], mode="lines+markers", name=html.escape(impl),
+                                           line=dict(color=colors[impl]), text=hover,
+                                           hovertemplate="%{text}<br>%{y:.2f}x<extra></extra>"))
+        base = s["baseline_impl"].iloc[0]
+        title = f"{mode}, {dtype} on {device}"
+        lt = _layout("Time per call", "shape (ordered by work)", "median time (ms, log; bars p20-p80)", ylog=True)
+        ls = _layout(f"Speedup over {base}", "shape (ordered by work)", f"speedup over {base} (x)")
+        for lay in (lt, ls):
+            lay["xaxis"]["tickangle"] = -30 if len(order) > 3 else 0
+            lay["xaxis"]["automargin"] = True
+        ls["shapes"] = [dict(type="line", xref="paper", x0=0, x1=1, y0=1, y1=1, line=dict(color="#999", dash="dot"))]
+        time_fig.update_layout(**lt)
+        speed_fig.update_layout(**ls)
+        out.append({"title": title, "time": time_fig.to_plotly_json(), "speedup": speed_fig.to_plotly_json()})
+    return out
+
+
+def table(g: pd.DataFrame) -> dict:
+    rows = []
+    for r in g.sort_values(["device", "mode", "dtype", "size", "impl"]).to_dict("records"):
+        r["point"] = r["point_label"]
+        reason = r.get("reason") or ""
+        if r["status"] == "mismatch" and _num(r.get("rel_err")):
+            reason = f"rel err {r['rel_err']:.3g} > tol {r['tol']:.3g}. {reason}"
+        if r.get("check_note"):
+            reason = f"{reason} [{r['check_note']}]".strip()
+        if r.get("launch_bound"):
+            reason = f"{reason} launch-bound (host time >= device time)".strip()
+        r["reason"] = reason
+        cells = [{"text": _fmt(col, r.get(col)), "key": _sort_key(col, r.get(col))} for col, _ in TABLE_COLUMNS]
+        rows.append({"status": r["status"], "cells": cells})
+    return {"columns": [label for _, label in TABLE_COLUMNS], "rows": rows}
+
+
+def overview(df: pd.DataFrame) -> list[dict]:
+    """Per component and device: the fastest impl (geomean speedup over the reference), its % of roofline."""
+    out = []
+    for (comp, device), g in df.groupby(["component", "device"], sort=True):
+        counts = g["status"].value_counts().to_dict()
+        ok = g[(g["status"] == "ok") & g["speedup"].notna()]
+        best, best_speed, best_pct = None, None, None
+        if not ok.empty:
+            geo = ok.groupby("impl")["speedup"].apply(lambda s: float(np.exp(np.log(s).mean())))
+            best = geo.idxmax()
+            best_speed = geo.max()
+            pct = ok[ok["impl"] == best]["roofline_pct"].dropna()
+            best_pct = float(pct.median()) if len(pct) else None
+        bad = sum(counts.get(s, 0) for s in ("mismatch", "error", "oom", "timeout"))
+        out.append({"component": comp, "device": device, "best": best or "-",
+                    "speedup": f"{best_speed:.2f}x" if best_speed else "-",
+                    "roofline": f"{best_pct:.0f}%" if best_pct is not None else "-",
+                    "baseline": g["baseline_impl"].iloc[0], "impls": len(set(g["impl"])), "rows": len(g),
+                    "statuses": [{"status": s, "n": counts[s]} for s in STATUS_ORDER if counts.get(s)],
+                    "healthy": bad == 0})
+    return out
+
+
+def machines(df: pd.DataFrame) -> list[dict]:
+    out = []
+    for device, g in df.groupby("device", sort=True):
+        env = next((e for e in g["env"] if isinstance(e, dict)), {}) or {}
+        peaks = (g.dropna(subset=["peak_tflops"]).groupby(["dtype", "math"])["peak_tflops"].first()
+                 if "math" in g.columns else pd.Series(dtype=float))
+        ceilings = [f"{dtype} {'matrix' if math == 'tensor' else 'vector'}: {_rate(v)}" for (dtype, math), v in peaks.items()]
+        bw = g["peak_gbps"].dropna()
+        if len(bw):
+            ceilings.insert(0, f"memory: {bw.iloc[0]:,.0f} GB/s")
+        times = pd.to_datetime(g["time"], errors="coerce").dropna()
+        span = (times.max() - times.min()).total_seconds() if len(times) else None
+        out.append({
+            "device": device, "backend": (g["backend"].dropna().iloc[0] if "backend" in g and g["backend"].notna().any() else ""),
+            "software": ", ".join(f"{k} {env.get(k)}" for k in ("torch", "triton", "cuda", "driver", "python") if env.get(k)),
+            "ceilings": ceilings, "source": ", ".join(sorted(set(g["ceiling_source"].dropna()))) or "none",
+            "runs": ", ".join(sorted(set(g["run_id"].dropna()))), "suites": ", ".join(sorted(set(g["suite"].dropna()))),
+            "started": str(times.min()) if len(times) else "", "duration": f"{span / 60:.1f} min" if span is not None else "",
+            "git": ", ".join(sorted(set(g["git_sha"].dropna()))), "rows": len(g),
+        })
+    return out
+
+
+def comparison(current: list[str], baselines: list[str]) -> dict | None:
+    if not baselines:
+        return None
+    from bench import compare as cmp
+
+    verdicts = cmp.compare_files(baselines, current)
+    rows = [{"verdict": v.verdict, "cells": cmp._fmt(v)} for v in sorted(verdicts, key=lambda v: cmp.ORDER.get(v.verdict, 9))]
+    return {"columns": cmp.HEADER, "rows": rows, "counts": cmp.counts(verdicts), "failed": cmp.failed(verdicts),
+            "baselines": baselines}
+
+
+def _script_json(obj) -> str:
+    """JSON safe inside a <script> block: no '</script>' or HTML comment can end it early."""
+    text = json.dumps(obj, allow_nan=False, default=_json_default)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _json_default(o):
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return None if not np.isfinite(o) else float(o)
+    if isinstance(o, np.ndarray):
+        return [_json_default(x) if isinstance(x, (np.floating, np.integer)) else x for x in o.tolist()]
+    return str(o)
+
+
+def _clean(obj):
+    """NaN/Inf -> None everywhere (plotly draws gaps; JSON has no NaN)."""
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return [_clean(v) for v in obj.tolist()]
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if math.isfinite(obj) else None
+    if isinstance(obj, np.integer):
+        return int(obj)
+    return obj
+
+
+def render(paths: list[str], out_dir: str | Path, baselines: list[str] | None = None, title: str | None = None) -> Path:
+    """Write out_dir/index.html (+ plotly.min.js) for the rows in `paths`; returns the page's path."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    df = prepare(load(paths))
+    charts: dict[str, dict] = {}
+    sections = []
+    for comp, g in df.groupby("component", sort=True):
+        colors = _colors(set(g["impl"]))
+        cid = f"c-{len(sections)}"
+        roofs = []
+        for device, gd in g.groupby("device", sort=True):
+            roof = roofline_chart(gd, colors, device)
+            if roof:
+                charts[f"{cid}-roof{len(roofs)}"] = roof
+                roofs.append(f"{cid}-roof{len(roofs)}")
+        panels = []
+        for i, panel in enumerate(shape_charts(g, colors)):
+            charts[f"{cid}-t{i}"] = panel["time"]
+            charts[f"{cid}-s{i}"] = panel["speedup"]
+            panels.append({"title": panel["title"], "time": f"{cid}-t{i}", "speedup": f"{cid}-s{i}"})
+        sections.append({"id": cid, "name": comp, "roofs": roofs, "panels": panels,
+                         "table": table(g), "rows": len(g),
+                         "impls": ", ".join(sorted(set(g["impl"]))), "baseline": g["baseline_impl"].iloc[0]})
+    env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]))
+    page = env.get_template("report.html").render(
+        title=title or "llm-bench report", sources=[str(p) for p in paths], machines=machines(df),
+        overview=overview(df), sections=sections, comparison=comparison(list(map(str, paths)), list(map(str, baselines or []))),
+        charts_json=_script_json(_clean(charts)), total_rows=len(df),
+    )
+    js = out / "plotly.min.js"
+    if not js.exists():
+        from plotly.offline import get_plotlyjs
+
+        atomic_write(js, get_plotlyjs())
+    index = out / "index.html"
+    atomic_write(index, page)
+    return index

@@ -1,0 +1,146 @@
+"""The HTML report: sections, charts and tables from fixture rows; escaping; and a real headless browser."""
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from bench import results
+from reports.render import render
+
+STATUSES = ["ok", "mismatch", "oom", "error", "skipped", "timeout"]
+
+
+def fixture_rows(device="NVIDIA H200", backend="cuda", scale=1.0, run="run-a"):
+    rows = []
+    for impl, speed in (("eager", 1.0), ("triton", 0.6), ("compile", 0.8)):
+        for tokens in (1024, 4096, 16384):
+            med = 0.01 * tokens / 1024 * speed * scale
+            flops, nbytes = 4.0 * tokens * 4096, 4.0 * tokens * 4096
+            rows.append({
+                "run_id": run, "time": "2026-11-29T20:00:00+00:00", "git_sha": "abc", "suite": "norms",
+                "component": "rmsnorm", "impl": impl, "mode": "fwd", "point": {"tokens": tokens, "dim": 4096},
+                "dtype": "bf16", "device": device, "backend": backend, "world_size": 1, "status": "ok", "reason": "",
+                "samples_ms": [med * f for f in (0.99, 1.0, 1.01, 1.0, 1.02, 0.995, 1.005, 1.0, 0.99, 1.01)],
+                "median_ms": med, "p20_ms": med * 0.99,
+                "p80_ms": med * 1.01, "n": 10, "cpu_ms": 0.005, "flops": flops, "bytes": nbytes,
+                "intensity": flops / nbytes, "predicted_ms": nbytes / 4.3e9, "bound": "memory",
+                "roofline_pct": 100 * nbytes / 4.3e9 / med, "tflops": flops / med / 1e9, "gbps": nbytes / med / 1e6,
+                "peak_tflops": 67.0, "peak_gbps": 4300.0, "math": "vector", "ceiling_source": "calibrated",
+                "rel_err": 1e-3, "tol": 1e-2, "baseline": "eager",
+                "env": {"torch": "2.11", "triton": "3.6", "gpu": device, "python": "3.12"},
+            })
+    for i, status in enumerate(STATUSES[1:]):
+        rows.append({"run_id": run, "suite": "norms", "component": "matmul", "impl": f"bad{i}", "mode": "fwd",
+                     "point": {"m": 64, "n": 64, "k": 64}, "dtype": "fp32", "device": device, "backend": backend,
+                     "status": status, "reason": f"reason for {status}", "rel_err": 0.5 if status == "mismatch" else None,
+                     "tol": 1e-5, "flops": 2 * 64**3, "bytes": 3 * 64 * 64 * 4, "baseline": "eager"})
+    return rows
+
+
+def write(path, rows):
+    with results.Writer(path) as w:
+        for r in rows:
+            w.write(r)
+    return path
+
+
+@pytest.fixture
+def report(tmp_path):
+    gpu = write(tmp_path / "gpu.jsonl", fixture_rows())
+    cpu = write(tmp_path / "cpu.jsonl", fixture_rows("cpu:AMD EPYC", "cpu", scale=50, run="run-c"))
+    base = write(tmp_path / "base.jsonl", fixture_rows(scale=0.8))
+    rows = 2 * len(fixture_rows())
+    return render([str(gpu), str(cpu)], tmp_path / "out", [str(base)]), rows
+
+
+def test_sections_charts_and_tables(report):
+    index, n_rows = report
+    page = index.read_text()
+    assert (index.parent / "plotly.min.js").stat().st_size > 1_000_000  # offline: plotly.js beside the page
+    assert "cdn.plot.ly" not in page and "https://" not in page.split("<body>")[1]
+    for text in ("Machines", "Overview", "Comparison against baseline", "NVIDIA H200", "cpu:AMD EPYC",
+                 "Roofline on NVIDIA H200", "Roofline on cpu:AMD EPYC", "source: calibrated"):
+        assert text in page, text
+    charts = json.loads(page.split('<script id="chart-data" type="application/json">')[1].split("</script>")[0])
+    # rmsnorm: a roofline per device + time and speedup per (device, mode, dtype); matmul has no ok rows.
+    assert len(charts) == 2 + 2 * 2
+    assert page.count('data-chart="') == len(charts)
+    for status in STATUSES:
+        assert f"row-{status}" in page
+    assert "rel err 0.5 &gt; tol 1e-05" in page  # a mismatch shows its error and tolerance
+    assert "reason for oom" in page and "reason for skipped" in page
+    assert page.count("<tr class=\"row-") == n_rows
+    assert "Regression found" in page and "slower" in page  # current is 1/0.8 = 1.25x slower than the base
+
+
+def test_text_from_results_is_escaped(tmp_path):
+    rows = fixture_rows()
+    for r in rows:
+        r["suite"] = "<script>alert(1)</script>"
+        r["reason"] = "</script><script>alert(2)</script>"
+    r = rows[0]
+    r["impl"] = "<img src=x onerror=alert(3)>"
+    index = render([str(write(tmp_path / "x.jsonl", rows))], tmp_path / "out")
+    page = index.read_text()
+    assert "<script>alert" not in page and "<img src=x" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    json_part = page.split('<script id="chart-data" type="application/json">')[1].split("</script>")[0]
+    assert "<" not in json_part  # nothing inside the chart data can close its script element
+
+
+def chromium():
+    for b, d in (("/usr/bin/chromium", "/usr/bin/chromedriver"),):
+        if Path(b).exists() and Path(d).exists():
+            return b, d
+    if shutil.which("chromium") and shutil.which("chromedriver"):
+        return shutil.which("chromium"), shutil.which("chromedriver")
+    return None
+
+
+@pytest.mark.slow
+def test_report_in_headless_chromium(report):
+    found = chromium()
+    if not found:
+        pytest.skip("headless Chromium not installed (apt-get install chromium chromium-driver; .ci/run does)")
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium not installed (pip install -e '.[test]')")
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    index, n_rows = report
+    opts = Options()
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--window-size=1400,1000"):
+        opts.add_argument(arg)
+    opts.binary_location = found[0]
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(found[1]), options=opts)
+    try:
+        driver.get(index.resolve().as_uri())
+        deadline = time.time() + 30
+        want = driver.execute_script("return document.querySelectorAll('[data-chart]').length")
+        while time.time() < deadline:
+            drawn = driver.execute_script("return document.querySelectorAll('[data-chart] .main-svg').length")
+            if drawn and driver.execute_script(
+                    "return Array.from(document.querySelectorAll('[data-chart]')).every(e => e.querySelector('svg.main-svg'))"):
+                break
+            time.sleep(0.2)
+        assert want == 6
+        assert driver.execute_script(
+            "return Array.from(document.querySelectorAll('[data-chart]')).every(e => e.querySelector('svg.main-svg'))")
+        assert driver.execute_script("return document.querySelectorAll('table.results tbody tr').length") == n_rows
+        # Sorting and filtering work.
+        driver.execute_script("document.querySelector('table.results th:nth-child(7)').click()")
+        section = driver.execute_script(
+            "return Array.from(document.querySelectorAll('section.component')).find(s => s.querySelector('h2').textContent === 'rmsnorm').id")
+        driver.execute_script(f"const i = document.querySelector('input.filter[data-table=\"{section}-table\"]');"
+                              "i.value = 'triton'; i.dispatchEvent(new Event('input'));")
+        shown = driver.execute_script(
+            f"return Array.from(document.querySelectorAll('#{section}-table tbody tr')).filter(r => r.style.display !== 'none').length")
+        assert shown == 2 * 3  # triton rows: two devices x three points
+        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        assert not errors, errors
+    finally:
+        driver.quit()
