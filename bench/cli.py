@@ -292,6 +292,126 @@ def report(results_files, out_dir, baselines, open_browser):
         webbrowser.open(index.resolve().as_uri())
 
 
+# ---- trace ----------------------------------------------------------------------------------------------------
+
+@main.command()
+@click.argument("suite_name", required=False)
+@click.option("--suites", "suites_file", default=None, help="Path of suites.yaml.")
+@click.option("--component", default=None, help="Only this component.")
+@click.option("--impl", "impls", multiple=True, help="Only these implementations.")
+@click.option("--point", "point_spec", default=None, metavar="k=v,k=v", help="One point (all axes), instead of a suite's.")
+@click.option("--dtype", "dtypes", multiple=True, help="Only these dtypes.")
+@click.option("--mode", "modes", multiple=True, help="Only these modes.")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default=None)
+@click.option("--calls", type=click.IntRange(1, 1000), default=5, show_default=True, help="Timed calls per case.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("traces"), show_default=True)
+@click.option("--nsys", is_flag=True, help="Run under `nsys profile -t cuda,nvtx` (prints the command if nsys is missing).")
+@click.option("--ncu", is_flag=True, help="Run ncu on the timed range; DRAM bytes and FLOPs against the cost model.")
+@click.option("--memory", is_flag=True, help="Dump a CUDA memory snapshot (open it at pytorch.org/memory_viz).")
+@click.option("--plain", is_flag=True, hidden=True, help="Just make the calls in their NVTX ranges (under nsys/ncu).")
+def trace(suite_name, suites_file, component, impls, point_spec, dtypes, modes, device, calls, out_dir, nsys, ncu,
+          memory, plain):
+    """Profile chosen points: torch.profiler trace and kernel table, or nsys / ncu / a memory snapshot."""
+    from bench import registry, suite
+    from bench import trace as tr
+    from bench.execute import Case
+
+    dev = _device(device)
+    comps = registry.discover()
+    if point_spec:
+        if not component:
+            _fail("--point needs --component")
+        if component not in comps:
+            _fail(f"unknown component {component!r}; known: {', '.join(sorted(comps))}")
+        comp = comps[component]
+        try:
+            point = {k: comp.axes[k](v) if comp.axes[k] is not bool else v.lower() == "true"
+                     for k, v in (kv.split("=", 1) for kv in point_spec.split(","))}
+        except (ValueError, KeyError) as e:
+            _fail(f"--point {point_spec!r}: expected {','.join(f'{a}=...' for a in comp.axes)} ({e})")
+        if set(point) != set(comp.axes):
+            _fail(f"--point {point_spec!r}: {component} needs exactly the axes {', '.join(comp.axes)}")
+        point = {a: point[a] for a in comp.axes}
+        cases = [Case(component, i, m, point, d) for i in (impls or comp.impls) for m in (modes or comp.modes[:1])
+                 for d in (dtypes or comp.dtypes[:1])]
+    else:
+        path = _suites_path(suites_file)
+        try:
+            chosen = suite.select(suite.load(path), [suite_name or "quick"], path)
+        except suite.SuiteError as e:
+            _fail(str(e))
+        from bench.runner import plan
+
+        cases = [p.case for p in plan(chosen, list(impls) or None)
+                 if (not component or p.case.component == component) and (not dtypes or p.case.dtype in dtypes)
+                 and (not modes or p.case.mode in modes)]
+    if not cases:
+        _fail("no case matches the filters")
+    for c in cases:
+        if c.impl not in comps[c.component].impls:
+            _fail(f"{c.component} has no implementation {c.impl!r}; known: {', '.join(comps[c.component].impls)}")
+
+    if nsys:
+        for c in cases:
+            cmd = tr.nsys_command(c, dev, out_dir, calls)
+            import shlex
+
+            if not tr.have("nsys"):
+                console.print(f"nsys was not found on PATH; to profile {c.label} run:\n  {shlex.join(cmd)}")
+                continue
+            out_dir.mkdir(parents=True, exist_ok=True)
+            subprocess_run(cmd)
+        return
+    if ncu:
+        if not tr.have("ncu"):
+            _fail("ncu was not found on PATH (Nsight Compute); it also needs a CUDA GPU")
+        table = Table(title="ncu on the timed call vs the cost model")
+        for col in ("case", "kernels", "DRAM MB (ncu)", "MB (model)", "ratio", "GFLOP (ncu)", "GFLOP (model)", "ratio"):
+            table.add_column(col, justify="right")
+        for c in cases:
+            res, cmd = tr.run_ncu(c, dev)
+            cost = comps[c.component].cost(c.point, c.dtype, c.mode)
+            measured_flops = res["simt_flops"] if cost.math == "vector" else res["tensor_ops"]
+            console.print(f"[dim]{cmd}[/]")
+            for k in res["kernels"]:
+                console.print(f"  kernel: {k}")
+            table.add_row(c.label, str(len(res["kernels"])), f"{res['dram_bytes'] / 1e6:,.2f}", f"{cost.bytes / 1e6:,.2f}",
+                          f"{res['dram_bytes'] / cost.bytes:.3f}" if cost.bytes else "-",
+                          f"{measured_flops / 1e9:,.3f}" if measured_flops or res["tensor_measured"] else "n/a",
+                          f"{cost.flops / 1e9:,.3f}",
+                          f"{measured_flops / cost.flops:.3f}" if measured_flops and cost.flops else "-")
+        console.print(table)
+        return
+    for c in cases:
+        p = tr.prepare(c, dev)
+        if plain:
+            tr.run_calls(p, warmup=2, calls=calls)
+            continue
+        if memory:
+            try:
+                path = tr.memory_snapshot(p, out_dir, calls)
+            except ValueError as e:
+                _fail(str(e))
+            console.print(f"{c.label}: memory snapshot {path} (drag it into https://pytorch.org/memory_viz)")
+            continue
+        path, kernels = tr.profile(p, out_dir, warmup=2, calls=calls)
+        table = Table(title=f"{c.label}: {'kernels' if dev == 'cuda' else 'aten ops (CPU)'} over 2 warmup + {calls} timed calls")
+        for col in ("kernel", "calls", "total us", "mean us", "share"):
+            table.add_column(col, justify="left" if col == "kernel" else "right", overflow="fold")
+        for k in kernels[:25]:
+            table.add_row(k["kernel"][:90], str(k["calls"]), f"{k['total_us']:,.1f}", f"{k['mean_us']:,.2f}", f"{k['share']:.1%}")
+        console.print(table)
+        console.print(f"trace: {path} (open in https://ui.perfetto.dev or chrome://tracing)")
+
+
+def subprocess_run(cmd):
+    import subprocess
+
+    proc = subprocess.run(cmd)
+    if proc.returncode:
+        sys.exit(proc.returncode)
+
+
 # ---- calibrate ------------------------------------------------------------------------------------------------
 
 @main.command()
