@@ -16,8 +16,16 @@ import torch
 
 from bench.registry import Component, Impl
 
-# Float64 reference working set allowed before the check falls back to a row slice.
-REF_BUDGET_BYTES = {"cpu": 2 * 2**30, "cuda": 24 * 2**30}
+# Float64 reference working set allowed before the check falls back to a row slice: on a GPU a third of the
+# memory free at that moment (the impl's own inputs and outputs are already allocated), on the CPU 2 GiB.
+CPU_REF_BUDGET_BYTES = 2 * 2**30
+
+
+def reference_budget(device: str) -> int:
+    if device == "cuda":
+        free, _ = torch.cuda.mem_get_info()
+        return int(free / 3)
+    return CPU_REF_BUDGET_BYTES
 
 
 @dataclass
@@ -95,7 +103,7 @@ class Reference:
         self.rows: int | None = None
         self.total_rows = 0
         self.note = ""
-        budget = budget_bytes if budget_bytes is not None else REF_BUDGET_BYTES.get(device, REF_BUDGET_BYTES["cpu"])
+        budget = budget_bytes if budget_bytes is not None else reference_budget(device)
         need = comp.cost(point, "fp64", "fwd").bytes * (3 if mode == "fwd" else 6)
         if need > budget and comp.row_sliced:
             total = self.total_rows = inputs[comp.row_sliced[0]].shape[0]
