@@ -27,6 +27,11 @@ def range_name(case, phase: str = "timed") -> str:
     return name if phase == "timed" else f"{name}:{phase}"
 
 
+def nvtx_filter(name: str) -> str:
+    """The `ncu --nvtx-include` expression for push/pop range `name` as this module emits it."""
+    return f"{DOMAIN}@{name}/" if _nvtx is not None else f"{name}/"
+
+
 def _profiler_on() -> bool:
     return torch.autograd.profiler._is_profiler_enabled
 

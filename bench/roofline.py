@@ -118,9 +118,6 @@ def annotate(row: dict, cost, spec: DeviceSpec | None) -> dict:
         row["peak_gbps"] = spec.mem_bw / GB
         if med:
             row["roofline_pct"] = 100.0 * row["predicted_ms"] / med
-            # Launch-bound when issuing a call costs the host at least as long as the device takes to run it.
-            if row.get("cpu_ms") and row["cpu_ms"] >= med and row.get("timer") != "cuda_graph":
-                row["launch_bound"] = True
     return row
 
 

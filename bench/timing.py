@@ -31,6 +31,7 @@ class TimingConfig:
     flush_l2: bool = True
     cuda_graph: str = "auto"  # "auto" | "always" | "never"
     graph_below_us: float = 15.0  # auto: replay through a CUDA graph when one call is shorter than this
+    graph_host_share: float = 0.5  # ... or when issuing it costs the host this share of its event time
     graph_target_us: float = 500.0  # calls captured per graph so that one replay lasts about this long
 
     @classmethod
@@ -73,6 +74,7 @@ class Timing:
             "stopped_by": self.stopped_by,
             "l2_flushed": self.l2_flushed,
             "calls_per_sample": self.calls_per_sample,
+            **self.extra,
         }
 
 
@@ -183,16 +185,19 @@ def time_cuda(fn: Callable[[], object], cfg: TimingConfig, call_range: Callable[
     torch.cuda.synchronize()
     first = (time.perf_counter() - t0) * 1e3
 
-    # Warmup: each call timed with events so that "steady" is judged on device time.
+    # Warmup: each call timed with events so that "steady" is judged on device time; host time per call too.
     warm: list[float] = []
+    warm_host: list[float] = []
     started = time.perf_counter()
     while True:
         flush()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
         with rng("warmup"):
+            start.record()
+            h0 = time.perf_counter()
             fn()
-        end.record()
+            warm_host.append((time.perf_counter() - h0) * 1e3)
+            end.record()
         end.synchronize()
         warm.append(start.elapsed_time(end))
         spent = (time.perf_counter() - started) * 1e3
@@ -201,11 +206,18 @@ def time_cuda(fn: Callable[[], object], cfg: TimingConfig, call_range: Callable[
         if len(warm) >= cfg.warmup_min_calls and spent >= cfg.warmup_min_ms and _steady(warm, cfg.steady_tol):
             break
 
-    one_call_us = statistics.median(warm[-3:]) * 1e3
-    use_graph = cfg.cuda_graph == "always" or (cfg.cuda_graph == "auto" and one_call_us < cfg.graph_below_us)
+    event_ms = statistics.median(warm[-3:])
+    host_ms = statistics.median(warm_host[-3:])
+    # Events time the device from the start event to the end event. When issuing the call costs the host a
+    # large share of that (Python wrappers, autograd, Triton's launcher), the device waits on the host and the
+    # events measure the launch, not the kernels: replay the call from a CUDA graph instead.
+    launch_bound = host_ms >= cfg.graph_host_share * event_ms
+    use_graph = cfg.cuda_graph == "always" or (
+        cfg.cuda_graph == "auto" and (event_ms * 1e3 < cfg.graph_below_us or launch_bound))
     if use_graph:
-        timing = _time_graph(fn, cfg, rng, one_call_us, first, len(warm))
+        timing = _time_graph(fn, cfg, rng, flush, event_ms, first, len(warm))
         if timing is not None:
+            timing.extra.update(eager_event_ms=event_ms, launch_bound=launch_bound)
             return timing
 
     samples: list[float] = []
@@ -229,57 +241,78 @@ def time_cuda(fn: Callable[[], object], cfg: TimingConfig, call_range: Callable[
         for start, end in events:
             samples.append(start.elapsed_time(end))
             why = why or _enough(samples, cfg, started)
-    return Timing(samples, statistics.median(host), first, len(warm), "cuda_event", why, cfg.flush_l2)
+    timing = Timing(samples, statistics.median(host), first, len(warm), "cuda_event", why, cfg.flush_l2)
+    timing.extra.update(eager_event_ms=event_ms, launch_bound=launch_bound)
+    return timing
 
 
-def _time_graph(fn, cfg: TimingConfig, rng, one_call_us: float, first: float, warm_calls: int) -> Timing | None:
-    """Replay `reps` back-to-back calls captured in one CUDA graph; a sample is replay time / reps.
+def _time_graph(fn, cfg: TimingConfig, rng, flush, event_ms: float, first: float, warm_calls: int) -> Timing | None:
+    """Device time of `fn` from CUDA-graph replays, with the host out of the way.
 
-    L2 stays warm between the calls of one replay (a flush per call would dominate such short calls); the
-    row says so through l2_flushed=False.
+    Graph A holds `reps` x (flush L2, call); graph B holds `reps` x (flush L2). They are replayed alternately
+    and a sample is (time(A) - time(B)) / reps: each call still starts from a cold L2, and the flushes cancel.
+    Returns None when the call cannot be captured (host syncs, CPU work): the caller falls back to events.
     """
     import torch
 
-    reps = max(1, min(1000, int(cfg.graph_target_us / max(one_call_us, 0.1))))
+    reps = max(2, min(200, int(cfg.graph_target_us / max(event_ms * 1e3, 1.0))))
     try:
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(2):
+        with torch.cuda.stream(stream):  # warm the capture stream (cuBLAS workspaces, autograd buffers)
+            for _ in range(3):
                 fn()
         torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(reps):
-                fn()
-        graph.replay()
         torch.cuda.synchronize()
-    except Exception:  # not capturable (host sync, dynamic allocation): fall back to events
+        calls = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(calls):
+            for _ in range(reps):
+                flush()
+                fn()
+        flushes = None
+        if cfg.flush_l2:
+            flushes = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(flushes):
+                for _ in range(reps):
+                    flush()
+        calls.replay()
+        if flushes is not None:
+            flushes.replay()
+        torch.cuda.synchronize()
+    except Exception:  # not capturable: the caller times with events
+        torch.cuda.synchronize()
         return None
+
+    def replay(graph) -> float:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end)
+
     samples: list[float] = []
     host: list[float] = []
     started = time.perf_counter()
     why = None
     while why is None:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        h0 = time.perf_counter()
+        base = replay(flushes) if flushes is not None else 0.0
         with rng("timed"):
-            graph.replay()
-        host.append((time.perf_counter() - h0) * 1e3 / reps)
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) / reps)
+            h0 = time.perf_counter()
+            total = replay(calls)
+            host.append((time.perf_counter() - h0) * 1e3)
+        samples.append(max(total - base, 0.0) / reps)
         why = _enough(samples, cfg, started)
-    # Host cost of an eager call, for launch-bound detection: the graph hides it, so measure it apart.
+    # The host cost of one eager call, which the graph hides, measured apart for the launch-bound verdict.
     h = []
     for _ in range(5):
         h0 = time.perf_counter()
         fn()
         h.append((time.perf_counter() - h0) * 1e3)
     torch.cuda.synchronize()
-    del graph
-    return Timing(samples, statistics.median(h), first, warm_calls, "cuda_graph", why, False, calls_per_sample=reps)
+    del calls, flushes
+    return Timing(samples, statistics.median(h), first, warm_calls, "cuda_graph", why, cfg.flush_l2,
+                  calls_per_sample=reps)
 
 
 def time_call(fn: Callable[[], object], device: str, cfg: TimingConfig | None = None,

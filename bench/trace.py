@@ -146,13 +146,14 @@ NCU_SIMT = {
     "smsp__sass_thread_inst_executed_op_dfma_pred_on.sum": 2,
 }
 # Matrix-unit operation counts per data path (names vary by chip; if the chip lacks them ncu is re-run without).
-NCU_TENSOR = ["sm__ops_path_tensor_src_bf16_dst_fp32.sum", "sm__ops_path_tensor_src_fp16_dst_fp32.sum",
-              "sm__ops_path_tensor_src_tf32_dst_fp32.sum"]
+# Hopper (ncu --query-metrics --chip gh100, 2026-11-29): wgmma is HGMMA, mma.sync is HMMA.
+NCU_TENSOR = ["sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32.sum", "sm__ops_path_tensor_op_hmma_src_bf16_dst_fp32.sum",
+              "sm__ops_path_tensor_op_hgmma_src_tf32_dst_fp32.sum", "sm__ops_path_tensor_op_hgmma_src_fp16.sum"]
 
 
 def ncu_command(case: Case, device: str, calls: int, tensor: bool = True) -> list[str]:
     metrics = NCU_BYTES + list(NCU_SIMT) + (NCU_TENSOR if tensor else [])
-    return ["ncu", "--nvtx", "--nvtx-include", f"{profiling.range_name(case)}/", "--clock-control", "none",
+    return ["ncu", "--nvtx", "--nvtx-include", profiling.nvtx_filter(profiling.range_name(case)), "--clock-control", "none",
             "--metrics", ",".join(metrics), "--csv", "--page", "raw"] + plain_command(case, device, calls, None)
 
 
