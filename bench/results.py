@@ -137,6 +137,9 @@ def load(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
 
 
 def git_sha(cwd: str | Path | None = None) -> str:
+    """The checkout's commit (with -dirty); $BENCH_GIT_SHA wins, for copies of the tree without .git."""
+    if os.environ.get("BENCH_GIT_SHA"):
+        return os.environ["BENCH_GIT_SHA"]
     try:
         out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=cwd or Path(__file__).parent,
                              capture_output=True, text=True, timeout=5)

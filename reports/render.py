@@ -94,7 +94,7 @@ def _colors(impls) -> dict:
 
 def _layout(title: str, xtitle: str, ytitle: str, xlog=False, ylog=False, height=420) -> dict:
     return dict(
-        title=dict(text=html.escape(title), font=dict(size=15)),
+        title=dict(text=title, font=dict(size=15)),  # callers escape what came from results files
         xaxis=dict(title=dict(text=xtitle), type="log" if xlog else "-", gridcolor="#e5e5e5", zeroline=False),
         yaxis=dict(title=dict(text=ytitle), type="log" if ylog else "-", gridcolor="#e5e5e5", zeroline=False),
         height=height, margin=dict(l=70, r=20, t=60, b=60), plot_bgcolor="white", paper_bgcolor="white",
@@ -137,7 +137,7 @@ def roofline_chart(g: pd.DataFrame, colors: dict, device: str) -> dict:
                                  marker=dict(color=colors[impl], size=9, symbol=symbols, line=dict(width=1.2, color=colors[impl])),
                                  text=text, hovertemplate="%{text}<extra></extra>"))
     shapes = ", ".join(f"{d} {SYMBOLS[d]}" for d in SYMBOLS if d in set(ok["dtype"]))
-    lay = _layout(f"Roofline on {device}<br><sup>marker: {shapes}; filled fwd, open with backward</sup>", "arithmetic intensity (FLOP/byte, log)", "achieved TFLOP/s (log)",
+    lay = _layout(f"Roofline on {html.escape(device)}<br><sup>marker: {html.escape(shapes)}; filled fwd, open with backward</sup>", "arithmetic intensity (FLOP/byte, log)", "achieved TFLOP/s (log)",
                   xlog=True, ylog=True, height=460)
     lay["legend"] = dict(orientation="v", x=1.01, y=1, xanchor="left", yanchor="top", font=dict(size=11))
     lay["margin"]["r"] = 10
@@ -165,7 +165,7 @@ def shape_charts(g: pd.DataFrame, colors: dict) -> list[dict]:
         base = s["baseline_impl"].iloc[0]
         title = f"{mode}, {dtype} on {device}"
         lt = _layout("Time per call", "shape (ordered by work)", "median time (ms, log; bars p20-p80)", ylog=True)
-        ls = _layout(f"Speedup over {base}", "shape (ordered by work)", f"speedup over {base} (x)")
+        ls = _layout(f"Speedup over {html.escape(base)}", "shape (ordered by work)", f"speedup over {html.escape(base)} (x)")
         for lay in (lt, ls):
             lay["xaxis"]["tickangle"] = -30 if len(order) > 3 else 0
             lay["xaxis"]["automargin"] = True
