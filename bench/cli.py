@@ -417,7 +417,9 @@ def subprocess_run(cmd):
 @main.command()
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default=None)
 @click.option("--quick", is_flag=True, help="Smaller problems, seconds instead of a minute.")
-def calibrate(device, quick):
+@click.option("--world-size", type=click.IntRange(min=1), default=None,
+              help="Ranks for the all-reduce bus bandwidth (default: every GPU when several are present, else none).")
+def calibrate(device, quick, world_size):
     """Measure this machine's ceilings and cache them for `bench run`."""
 
     from bench import calibrate as cal
@@ -428,7 +430,11 @@ def calibrate(device, quick):
     env = environment(dev)
     name = device_name(env, dev)
     console.print(f"calibrating {name} (driver {env.get('driver') or 'n/a'})")
-    measured = cal.measure(dev, quick=quick, log=lambda s: console.print("  " + s))
+    if world_size is None:
+        world_size = env.get("gpu_count", 0) if dev == "cuda" and env.get("gpu_count", 0) > 1 else 1
+    if dev == "cuda" and world_size > env.get("gpu_count", 0):
+        _fail(f"--world-size {world_size}: only {env.get('gpu_count', 0)} GPUs are visible")
+    measured = cal.measure(dev, quick=quick, log=lambda s: console.print("  " + s), world_size=world_size)
     sheet = roofline.datasheet(name)
     spec = roofline.merge(measured, sheet, name)
     table = Table(title=f"ceilings of {name}")
@@ -443,6 +449,9 @@ def calibrate(device, quick):
     unit, scale = ("TFLOP/s", 1e12) if dev == "cuda" else ("GFLOP/s", 1e9)
     for dtype, rate in measured["tensor_flops"].items():
         add(f"matmul {dtype}", rate, sheet.tensor_flops.get(dtype) if sheet else None, unit, scale)
+    if measured.get("interconnect_bw"):
+        add(f"all-reduce bus bw ({world_size} ranks)", measured["interconnect_bw"],
+            sheet.interconnect_bw if sheet else None, "GB/s", 1e9)
     table.add_row("launch overhead", f"{spec.launch_s * 1e6:.1f} us", "-", "-")
     console.print(table)
     path = roofline.store(spec, name, env.get("driver"))

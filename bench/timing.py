@@ -349,3 +349,30 @@ def time_call(fn: Callable[[], object], device: str, cfg: TimingConfig | None = 
 def wall_clock() -> float:
     """Seconds since an arbitrary point; for durations outside sampling (compile time, budgets)."""
     return time.perf_counter()
+
+
+def time_fixed(fn: Callable[[], object], device: str, iters: int, warmup: int = 3,
+               sync: Callable[[], object] | None = None) -> list[float]:
+    """Milliseconds per call over exactly `iters` calls after `warmup` calls: for collectives, where every rank
+    must make the same number of calls (an adaptive stopping rule would deadlock them). `sync` (e.g. a
+    barrier) runs before each sample so that ranks start together."""
+    samples = []
+    for i in range(warmup + iters):
+        if sync:
+            sync()
+        if device == "cuda":
+            import torch
+
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            ms = start.elapsed_time(end)
+        else:
+            t0 = time.perf_counter()
+            fn()
+            ms = (time.perf_counter() - t0) * 1e3
+        if i >= warmup:
+            samples.append(ms)
+    return samples

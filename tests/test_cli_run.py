@@ -63,7 +63,8 @@ def test_run_writes_rows_table_and_roofline_fields(tmp_path):
 def test_list_and_costs_and_calibrate(tmp_path):
     proc = bench("list", "--device", "cpu")
     assert "rmsnorm" in proc.stdout and "matmul" in proc.stdout and "checked only" in proc.stdout
-    cal = bench("calibrate", "--device", "cpu", "--quick")
+    cal = bench("calibrate", "--device", "cpu", "--quick", "--world-size", "2")
     assert "memcpy bandwidth" in cal.stdout and "stored in" in cal.stdout
+    assert "all-reduce 16 MiB over 2 ranks" in cal.stdout and "bus bandwidth" in cal.stdout
     costs = bench("list", "--costs", "matmul", "--suite", "matmul", "--device", "cpu")
     assert "8192" in costs.stdout and "compute" in costs.stdout

@@ -79,3 +79,13 @@ def test_calibration_cache_wins_over_datasheet(tmp_path, monkeypatch):
     assert got.source == "calibrated" and got.mem_bw == 4.3e12 and got.tensor_flops["bf16"] == 790e12
     assert got.tensor_flops["tf32"] == 494e12  # not measured: datasheet kept
     assert roofline.resolve("NVIDIA H200", "999").source == "datasheet"  # another driver: not this cache entry
+
+
+def test_allreduce_bus_bandwidth_definition_gloo():
+    """nccl-tests' definition: busbw = algbw * 2(n-1)/n, measured here with 2 gloo ranks."""
+    from bench.calibrate import allreduce_busbw
+
+    r = allreduce_busbw("cpu", 2, nbytes=4 * 2**20, iters=5)
+    assert r["ms"] > 0
+    assert r["algbw"] == pytest.approx(4 * 2**20 / (r["ms"] * 1e-3))
+    assert r["busbw"] == pytest.approx(r["algbw"] * 2 * 1 / 2)
