@@ -117,7 +117,14 @@ class Component:
     # gradients that stay exact under that slice (row-local ones). See bench/check.py.
     row_sliced: tuple[str, ...] = ()
     row_local_grads: tuple[str, ...] = ()
+    # Multi-rank components run on every rank under torchrun (bench/distributed.py). Their contract differs:
+    # make_inputs(point, dtype, device, seed, rank) and reference(point, dtype, seed, rank, world_size, n) ->
+    # the first n elements this rank must end with, in float64. The world size is the point's `world_size`.
+    ranked: bool = False
     impls: dict[str, Impl] = field(default_factory=dict)
+
+    def world_size(self, impl: "Impl", point: dict) -> int:
+        return int(point.get("world_size", impl.needs.world_size)) if self.ranked else impl.needs.world_size
 
     def impl(
         self,

@@ -111,6 +111,8 @@ def annotate(row: dict, cost, spec: DeviceSpec | None) -> dict:
     if med:
         row["tflops"] = cost.flops / (med * 1e-3) / TFLOP
         row["gbps"] = cost.bytes / (med * 1e-3) / GB
+        if cost.comm_bytes:
+            row["busbw_gbps"] = cost.comm_bytes / (med * 1e-3) / GB  # nccl-tests' bus bandwidth
     if spec is not None:
         row.update(predict(cost.flops, cost.bytes, row["dtype"], cost.math, spec, cost.comm_bytes))
         row["ceiling_source"] = spec.source

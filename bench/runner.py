@@ -216,7 +216,7 @@ class Runner:
             "dtype": c.dtype,
             "device": device_name(env, self.opts.device),
             "backend": self.opts.device,
-            "world_size": registry.get(c.component).impls[c.impl].needs.world_size,
+            "world_size": registry.get(c.component).world_size(registry.get(c.component).impls[c.impl], c.point),
             "baseline": registry.get(c.component).baseline,
             **measured,
             "env": env,
@@ -248,7 +248,11 @@ class Runner:
                         self._spec_for(worker)
                     if self.on_start:
                         self.on_start(p, i, total)
-                    measured, worker = self._one(worker, i, p)
+                    comp = registry.get(p.case.component)
+                    if comp.ranked:
+                        measured = self._ranked(p, comp)
+                    else:
+                        measured, worker = self._one(worker, i, p)
                     row = self._row(p, measured)
                     writer.write(row)
                     self.rows.append(row)
@@ -286,6 +290,97 @@ class Runner:
                                                      f"the run went on in a fresh worker"}, None
             if msg[0] == "row" and msg[1] == i:
                 return msg[2], worker
+
+
+    def _ranked(self, p: Planned, comp) -> dict:
+        """A multi-rank case: torchrun starts the ranks in a session of their own; a failing rank ends the
+        run through torchrun, a hang through the point timeout, and nothing they started outlives the call."""
+        import glob
+        import json
+        import subprocess
+        import sys
+        import tempfile
+
+        c = p.case
+        impl = comp.impls[c.impl]
+        world = comp.world_size(impl, c.point)
+        why = impl.needs.unmet(self.opts.device) or impl.unsupported(c.mode, c.dtype)
+        if not why and self.opts.device == "cuda" and world > (self.env or {}).get("gpu_count", 0):
+            why = f"needs {world} GPUs, {(self.env or {}).get('gpu_count', 0)} visible"
+        if why:
+            return {"status": "skipped", "reason": why}
+        with tempfile.TemporaryDirectory(prefix="bench-ranks-") as tmp:
+            out = os.path.join(tmp, "row.json")
+            timing = {k: v for k, v in asdict(self.opts.timing).items()}
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
+                   "--nproc-per-node", str(world), "--max-restarts", "0", "-m", "bench.distributed",
+                   "--case", json.dumps({"component": c.component, "impl": c.impl, "mode": c.mode, "point": c.point,
+                                         "dtype": c.dtype}),
+                   "--device", self.opts.device, "--timing", json.dumps(timing), "--seed", str(self.opts.seed),
+                   "--out", out, "--pids", tmp]
+            log = open(os.path.join(tmp, "log.txt"), "w+")
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                proc.wait(timeout=self.opts.point_timeout)
+                timed_out = False
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            finally:
+                _kill_ranks(proc, tmp)
+            if timed_out:
+                return {"status": "timeout", "reason": f"{world} ranks gave no result within --point-timeout "
+                                                       f"{self.opts.point_timeout:g} s; every rank was stopped"}
+            log.seek(0)
+            text = log.read()
+            rows = []
+            for path in sorted(glob.glob(out + ".rank*.json")):
+                with open(path) as f:
+                    rows.append(json.load(f))
+            failed = sorted((r for r in rows if r.get("status") != "ok"), key=lambda r: r.get("at", 0))
+            unreported = _unreported_failure(text) if proc.returncode else ""
+            if proc.returncode == 0 and rows and not failed:
+                return next(r for r in rows if r.get("rank") == 0)
+            if failed:
+                row = failed[0]  # the earliest report: the others usually only saw its peers vanish
+                row["reason"] = "; ".join(filter(None, [unreported, row.get("reason")]))
+                return row
+            tail = [ln for ln in text.splitlines() if ln.strip()][-4:]
+            return {"status": "error", "reason": (unreported or f"torchrun exited with code {proc.returncode}")
+                                                 + ": " + " | ".join(tail)[-400:]}
+
+
+def _unreported_failure(log: str) -> str:
+    """From torchrun's failure summary, a rank that died without writing its row (exit codes other than the
+    ones bench.distributed uses after reporting): "rank 1 exited with code 1"."""
+    import re
+
+    from bench.distributed import REPORTED_ERROR, REPORTED_OOM
+
+    pairs = re.findall(r"rank\s*:\s*(\d+).*?\n\s*exitcode\s*:\s*(-?\d+)", log)
+    for rank, code in pairs:
+        c = int(code)
+        if c not in (0, REPORTED_ERROR, REPORTED_OOM):
+            how = f"killed by signal {-c}" if c < 0 else f"exited with code {c}"
+            return f"rank {rank} {how}"
+    return ""
+
+
+def _kill_ranks(proc, pid_dir: str) -> None:
+    """Stop torchrun's session and every rank that left its pid, whatever state they are in."""
+    import glob
+
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait()
+    for path in glob.glob(os.path.join(pid_dir, "rank-*.pid")):
+        try:
+            with open(path) as f:
+                os.kill(int(f.read().strip()), signal.SIGKILL)
+        except (ValueError, OSError):
+            pass
 
 
 def _raise_interrupt(signum, frame):

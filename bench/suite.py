@@ -153,8 +153,11 @@ def _check_entry(path: Path, where: str, e: Entry) -> None:
                 _check_value(fail, f"{key}.{name}", v, kind)
 
 
-def _check_value(fail, key: str, v: Any, kind: type) -> None:
-    if kind is bool:
+def _check_value(fail, key: str, v: Any, kind) -> None:
+    if isinstance(kind, tuple):  # a choice among names
+        if v not in kind:
+            fail(key, f"{v!r} is not one of {', '.join(map(str, kind))}{_suggest(v, kind)}")
+    elif kind is bool:
         if not isinstance(v, bool):
             fail(key, f"expected true or false, got {v!r}")
     elif kind is int:
@@ -166,7 +169,7 @@ def _check_value(fail, key: str, v: Any, kind: type) -> None:
         if not isinstance(v, str):
             fail(key, f"expected a string, got {v!r}")
     elif not isinstance(v, kind):
-        fail(key, f"expected {kind.__name__}, got {v!r}")
+        fail(key, f"expected {getattr(kind, '__name__', kind)}, got {v!r}")
 
 
 def expand(entry: Entry) -> list[dict]:

@@ -376,3 +376,57 @@ def time_fixed(fn: Callable[[], object], device: str, iters: int, warmup: int = 
         if i >= warmup:
             samples.append(ms)
     return samples
+
+
+def time_ranked(fn: Callable[[], object], device: str, cfg: TimingConfig, warmup: int = 5) -> Timing:
+    """The timer for multi-rank calls (collectives, data-parallel steps) inside torch.distributed.
+
+    Every rank makes the same calls: ranks line up on a barrier before each sample, a sample is the slowest
+    rank's time (all-reduce MAX), and rank 0 applies the stopping rule and broadcasts its decision, so no rank
+    waits on a call another rank never makes.
+    """
+    import torch
+    import torch.distributed as dist
+
+    dev = torch.device("cuda", torch.cuda.current_device()) if device == "cuda" else torch.device("cpu")
+
+    def one() -> tuple[float, float]:
+        dist.barrier()
+        if device == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            h0 = time.perf_counter()
+            fn()
+            host = (time.perf_counter() - h0) * 1e3
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end), host
+        h0 = time.perf_counter()
+        fn()
+        ms = (time.perf_counter() - h0) * 1e3
+        return ms, ms
+
+    t0 = time.perf_counter()
+    fn()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    first = (time.perf_counter() - t0) * 1e3
+    for _ in range(warmup):
+        one()
+    samples: list[float] = []
+    host: list[float] = []
+    started = time.perf_counter()
+    why = None
+    while why is None:
+        ms, h = one()
+        slowest = torch.tensor([ms], dtype=torch.float64, device=dev)
+        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+        samples.append(float(slowest.item()))
+        host.append(h)
+        verdict = _enough(samples, cfg, started) if dist.get_rank() == 0 else None
+        stop = torch.tensor([1 if verdict else 0], dtype=torch.int32, device=dev)
+        dist.broadcast(stop, src=0)
+        if int(stop.item()):
+            why = verdict or "rank 0"
+    return Timing(samples, statistics.median(host), first, warmup, "cuda_event" if device == "cuda" else "perf_counter",
+                  why, False)

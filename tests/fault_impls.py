@@ -66,3 +66,60 @@ def hangs(x):
 def pid(x):
     """Returns the right answer; the test reads the worker pid from the row."""
     return x * 2
+
+
+# ---- a multi-rank component: rank 1 fails in each way ---------------------------------------------------------
+import torch.distributed as dist
+
+
+def ranked_inputs(point, dtype, device, seed, rank):
+    return {"x": torch.full((point["n"],), float(rank + 1), dtype=dtype, device=device)}
+
+
+def ranked_reference(point, dtype, seed, rank, world, n):
+    return (torch.full((n,), float(sum(range(1, world + 1))), dtype=torch.float64),)
+
+
+rank_faults = component(
+    "rank_faults",
+    description="multi-rank implementations where rank 1 fails, for the robustness tests",
+    axes={"n": int, "world_size": int},
+    make_inputs=ranked_inputs,
+    cost=lambda point, dtype, mode: Cost(0, 8 * point["n"], comm_bytes=8 * point["n"]),
+    reference=ranked_reference,
+    tolerance={"fp32": 1e-6},
+    modes=("fwd",),
+    dtypes=("fp32",),
+    baseline="ok",
+    ranked=True,
+)
+
+
+@rank_faults.impl("ok")
+def ranked_ok(x):
+    dist.all_reduce(x.zero_().add_(dist.get_rank() + 1))
+    return x
+
+
+@rank_faults.impl("exits")
+def ranked_exits(x):
+    if dist.get_rank() == 1:
+        os._exit(1)
+    dist.all_reduce(x)
+    return x
+
+
+@rank_faults.impl("raises")
+def ranked_raises(x):
+    if dist.get_rank() == 1:
+        raise RuntimeError("rank 1 is broken on purpose")
+    dist.all_reduce(x)
+    return x
+
+
+@rank_faults.impl("hangs")
+def ranked_hangs(x):
+    if dist.get_rank() == 1:
+        time.sleep(3600)
+    dist.all_reduce(x)
+    return x

@@ -117,3 +117,45 @@ def test_interrupt_keeps_rows_and_resume_finishes_without_duplicates(tmp_path, s
     rows = results.read_rows(out)
     assert sorted(r["point"]["n"] for r in rows) == ns  # every point once: none lost, none duplicated
     assert [r["run_id"] for r in rows[: len(first)]] == [r["run_id"] for r in first]  # measured rows untouched
+
+
+def ranked_suite(tmp_path, impls, n):
+    p = tmp_path / "suites.yaml"
+    p.write_text(f"suites:\n  s:\n    entries:\n      - component: rank_faults\n        impls: {list(impls)}\n"
+                 f"        axes: {{n: [{n}], world_size: [2]}}\n        dtypes: [fp32]\n        modes: [fwd]\n")
+    return p
+
+
+def rank_processes(n: int) -> list[str]:
+    """Processes of this test's ranks: their command line carries the case, whose point has this unique n."""
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return [ln for ln in out.splitlines() if "bench.distributed" in ln and f'"n": {n}' in ln]
+
+
+@pytest.mark.parametrize("impl,status,why", [
+    ("exits", "error", "rank 1 exited with code 1"),
+    ("raises", "error", "rank 1 is broken on purpose"),
+    ("hangs", "timeout", "every rank was stopped"),
+])
+def test_failing_or_hanging_rank_ends_the_point_and_leaves_no_process(tmp_path, impl, status, why):
+    n = 10_000 + os.getpid() % 50_000 + len(impl)
+    out = tmp_path / "r.jsonl"
+    t0 = time.time()
+    proc = bench("run", "s", "--suites", str(ranked_suite(tmp_path, [impl, "ok"], n)), "--device", "cpu",
+                 "--out", str(out), "--quick-timing", "--no-report", "--point-timeout", "40")
+    assert proc.returncode == 0, proc.stderr
+    assert time.time() - t0 < 150
+    got = by_impl(results.read_rows(out))
+    assert got[impl][0]["status"] == status and why in got[impl][0]["reason"], got[impl][0]["reason"]
+    assert got["ok"][0]["status"] == "ok" and got["ok"][0]["world_size"] == 2  # the run went on
+    time.sleep(1)
+    assert rank_processes(n) == []  # nothing left behind
+
+
+def test_world_size_above_gpu_count_is_skipped_on_cuda_only(tmp_path):
+    """On the CPU gloo ranks are processes, so any world size runs; the skip path is covered by Needs."""
+    from bench import registry
+
+    os.environ["BENCH_PLUGINS"] = "fault_impls"
+    comp = registry.get("collectives")
+    assert comp.world_size(comp.impls["torch"], {"op": "all_reduce", "mb": 1, "world_size": 4}) == 4

@@ -1,0 +1,122 @@
+"""The per-rank entry point of multi-rank cases: `torchrun --nproc-per-node N -m bench.distributed ...`.
+
+Each rank builds the implementation, checks its own output against the component's float64 reference, and
+times the call with `time_ranked`; rank 0 writes the row (worst error over ranks, slowest rank's time, peak
+memory of the fullest rank) as JSON to --out. NCCL on GPUs, gloo on the CPU; the same command runs across
+nodes with torchrun's --nnodes/--rdzv-endpoint.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from bench import registry
+from bench.check import as_tuple, compare, worst
+from bench.dtypes import precision, torch_dtype
+from bench.execute import Case, first_line
+from bench.timing import TimingConfig, time_ranked
+
+CHECK_ELEMENTS = 1 << 20  # outputs longer than this are checked on their first elements (the row says so)
+
+
+def measure_ranked(case: Case, device: str, cfg: TimingConfig, seed: int) -> dict:
+    rank, world = dist.get_rank(), dist.get_world_size()
+    comp = registry.get(case.component)
+    impl = comp.impls[case.impl]
+    dev = torch.device("cuda", torch.cuda.current_device()) if device == "cuda" else torch.device("cpu")
+    row: dict = {"status": "ok", "reason": "", "world_size": world}
+    with precision(case.dtype):
+        fn = impl.build(case.point, case.dtype, device)
+        inputs = comp.make_inputs(case.point, torch_dtype(case.dtype), device, seed, rank)
+        fresh = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
+        outputs = as_tuple(fn(**fresh))
+        if device == "cuda":
+            torch.cuda.synchronize()
+        results = []
+        for i, out in enumerate(outputs):
+            flat = out.reshape(-1)
+            n = min(flat.numel(), CHECK_ELEMENTS)
+            ref = comp.reference(case.point, case.dtype, seed, rank, world, n)[i]
+            results.append(compare(f"rank {rank} output {i}", flat[:n], ref, comp.tolerance[case.dtype]))
+            if n < flat.numel():
+                row["check_note"] = f"checked the first {n} of {flat.numel()} elements on every rank"
+        res = worst(results)
+        err = torch.tensor([res.rel_err if res.ok else float("inf"), 0.0 if res.ok else 1.0], dtype=torch.float64, device=dev)
+        dist.all_reduce(err, op=dist.ReduceOp.MAX)
+        row.update(rel_err=float(err[0]) if err[1] == 0 else None, tol=res.tol, max_abs_err=res.max_abs_err)
+        if err[1] > 0:
+            row.update(status="mismatch", reason=res.reason or "a rank's output disagrees with the reference")
+        del fresh, outputs
+        if device == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+        timing = time_ranked(lambda: fn(**inputs), device, cfg)
+    row.update(timing.summary())
+    row["compile_s"] = max(0.0, timing.first_call_ms - row["median_ms"]) / 1e3
+    if device == "cuda":
+        peak = torch.tensor([torch.cuda.max_memory_allocated()], dtype=torch.float64, device=dev)
+        dist.all_reduce(peak, op=dist.ReduceOp.MAX)
+        row["peak_mem_bytes"] = int(peak.item())
+    return row
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--case", required=True, help="JSON: component, impl, mode, point, dtype")
+    ap.add_argument("--device", choices=["cpu", "cuda"], required=True)
+    ap.add_argument("--timing", default="{}", help="JSON of TimingConfig fields")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", required=True, help="where rank 0 writes the row (JSON)")
+    ap.add_argument("--pids", default=None, help="a folder where each rank leaves its pid (for cleanup)")
+    args = ap.parse_args(argv)
+    if args.pids:
+        with open(os.path.join(args.pids, f"rank-{os.environ.get('RANK', '0')}.pid"), "w") as f:
+            f.write(str(os.getpid()))
+    case = Case(**json.loads(args.case))
+    local = int(os.environ.get("LOCAL_RANK", 0))
+    if args.device == "cuda":
+        torch.cuda.set_device(local)
+    dist.init_process_group("nccl" if args.device == "cuda" else "gloo", timeout=timedelta(minutes=10),
+                            device_id=torch.device("cuda", local) if args.device == "cuda" else None)
+    registry.discover()
+    try:
+        row = measure_ranked(case, args.device, TimingConfig(**json.loads(args.timing)), args.seed)
+    except torch.OutOfMemoryError as e:
+        row = {"status": "oom", "reason": f"rank {dist.get_rank()}: {first_line(e)}"}
+        print(traceback.format_exc(), file=sys.stderr)
+        _write(args.out, row)  # every failing rank reports; the parent takes the earliest
+        os._exit(REPORTED_OOM)  # the others are stuck in a collective: torchrun ends them
+    except Exception as e:
+        print(traceback.format_exc(), file=sys.stderr)
+        _write(args.out, {"status": "error", "reason": f"rank {dist.get_rank()}: {type(e).__name__}: {first_line(e)}"})
+        os._exit(REPORTED_ERROR)
+    if dist.get_rank() == 0:
+        _write(args.out, row)
+    dist.destroy_process_group()
+    return 0
+
+
+# Exit codes of a rank that wrote its own error row (any other non-zero code is a rank that died unreported).
+REPORTED_OOM, REPORTED_ERROR = 3, 4
+
+
+def _write(path: str, row: dict) -> None:
+    """Each rank writes its own file (path.rank<r>.json), stamped, so the parent can tell which failed first."""
+    import time
+
+    row = {**row, "rank": int(os.environ.get("RANK", 0)), "at": time.time()}
+    final = f"{path}.rank{row['rank']}.json"
+    tmp = f"{final}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(row, f, default=lambda o: None)
+    os.replace(tmp, final)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
