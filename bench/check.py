@@ -47,8 +47,9 @@ def as_tuple(out: Any) -> tuple[torch.Tensor, ...]:
     return tuple(t for t in out if isinstance(t, torch.Tensor))
 
 
-def compare(name: str, out: torch.Tensor, ref: torch.Tensor, tol: float) -> CheckResult:
-    """Relative L2 error of `out` against `ref` (computed in float64), NaN/Inf always failing."""
+def compare(name: str, out: torch.Tensor, ref: torch.Tensor, tol: float, scale: float | None = None) -> CheckResult:
+    """Relative L2 error of `out` against `ref` (computed in float64), NaN/Inf always failing. With `scale`,
+    the error is relative to max(||ref||, scale) (see Component.grad_scale)."""
     if out.shape != ref.shape:
         return CheckResult(False, math.inf, math.inf, tol, f"{name}: shape {tuple(out.shape)} != reference {tuple(ref.shape)}")
     o = out.detach().to(torch.float64)
@@ -59,7 +60,7 @@ def compare(name: str, out: torch.Tensor, ref: torch.Tensor, tol: float) -> Chec
         idx = tuple(int(i) for i in torch.nonzero(bad)[0])
         return CheckResult(False, math.inf, math.inf, tol, f"{name}: {n} non-finite element(s), first at {idx}")
     diff = o - r
-    ref_norm = float(torch.linalg.vector_norm(r))
+    ref_norm = max(float(torch.linalg.vector_norm(r)), scale or 0.0)
     err_norm = float(torch.linalg.vector_norm(diff))
     rel = err_norm / ref_norm if ref_norm > 0 else (0.0 if err_norm == 0 else math.inf)
     max_abs = float(diff.abs().max()) if diff.numel() else 0.0
@@ -103,6 +104,7 @@ class Reference:
         self.rows: int | None = None
         self.total_rows = 0
         self.note = ""
+        self.scales: dict = {}
         budget = budget_bytes if budget_bytes is not None else reference_budget(device)
         need = comp.cost(point, "fp64", "fwd").bytes * (3 if mode == "fwd" else 6)
         if need > budget and comp.row_sliced:
@@ -128,6 +130,9 @@ class Reference:
                   for o in out]
             grads = torch.autograd.grad(out, [ref_in[g] for g in comp.grad_inputs], go, allow_unused=True)
             by_name = dict(zip(comp.grad_inputs, grads))
+            self.scales = {g: comp.grad_scale(g, {k: (v.detach() if isinstance(v, torch.Tensor) else v)
+                                                  for k, v in ref_in.items()}, go) if comp.grad_scale else None
+                           for g in comp.grad_inputs}
             self.outputs = tuple(o.detach() for o in out)
             self.grads = tuple(by_name[g] for g in self.grad_names)
         else:  # step: the reference returns whatever the step's result is
@@ -164,7 +169,7 @@ class Reference:
                 results.append(CheckResult(False, math.inf, math.inf, self.tolerance(dtype, True), f"grad {name}: not computed"))
                 continue
             sliced = got if name not in self.comp.row_sliced else self._slice_tensor(got)
-            results.append(compare(f"grad {name}", sliced, ref, self.tolerance(dtype, True)))
+            results.append(compare(f"grad {name}", sliced, ref, self.tolerance(dtype, True), self.scales.get(name)))
         if not results:
             return CheckResult(True, 0.0, 0.0, self.tolerance(dtype, False), "", self.note)
         res = worst(results)

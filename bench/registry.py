@@ -112,6 +112,10 @@ class Component:
     dtypes: tuple[str, ...] = ("fp32", "bf16")
     grad_inputs: tuple[str, ...] = ()  # inputs whose gradients bwd modes compute and check
     grad_tolerance: dict[str, float] | None = None  # dtype -> allowed on gradients (default: tolerance)
+    # (name, float64 inputs, float64 grad_outs) -> the size of the terms a gradient is computed from. Its error
+    # is judged relative to max(its own norm, this): where terms of size O(1) cancel to nearly nothing (an
+    # RMSNorm row of one element has dx ~ eps), no finite-precision kernel can match the tiny value closely.
+    grad_scale: Callable[..., float | None] | None = None
     baseline: str = "eager"  # the implementation speedups are measured against
     # Row-slicing for checks whose float64 reference would not fit: inputs sliced along dim 0, and the
     # gradients that stay exact under that slice (row-local ones). See bench/check.py.

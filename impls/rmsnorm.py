@@ -40,6 +40,15 @@ def reference(x, w):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS) * w
 
 
+def grad_scale(name, inputs, grad_outs):
+    """dx = rstd * (g - x * rstd^2 * mean(g * x)) with g = dy * w: its terms are about ||g * rstd||."""
+    if name != "x":
+        return None
+    x, w = inputs["x"], inputs["w"]
+    rstd = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS)
+    return float(torch.linalg.vector_norm(grad_outs[0] * w * rstd))
+
+
 rmsnorm = component(
     "rmsnorm",
     description="RMSNorm over the last dim (Llama-style, fp32 statistics)",
@@ -49,6 +58,7 @@ rmsnorm = component(
     reference=reference,
     tolerance={"fp64": 1e-12, "fp32": 1e-5, "bf16": 1e-2, "fp16": 2e-3},
     grad_tolerance={"fp64": 1e-12, "fp32": 1e-5, "bf16": 2e-2, "fp16": 4e-3},
+    grad_scale=grad_scale,
     modes=("fwd", "bwd", "fwd_bwd"),
     dtypes=("fp32", "bf16", "fp16"),
     grad_inputs=("x", "w"),

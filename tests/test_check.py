@@ -118,3 +118,26 @@ def test_registering_twice_is_an_error(comp):
 def test_cost_adds():
     c = Cost(1, 2, "vector") + Cost(3, 4, "tensor")
     assert (c.flops, c.bytes, c.math) == (4, 6, "tensor")
+
+
+def test_grad_scale_does_not_hide_wrong_gradients_at_ordinary_shapes():
+    """rmsnorm's condition-aware scale (for one-element rows) must still catch a 1% error in dx."""
+    c = _component()
+    c.grad_scale = rms.grad_scale
+
+    @c.impl("dx_off")
+    def dx_off(x, w):
+        class F(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x.clone()
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 1.01
+
+        return rms.rmsnorm_eager(F.apply(x), w)
+
+    res = check_impl(c, "dx_off", POINT, "fp32", "fwd_bwd")
+    assert not res.ok and "grad x" in res.reason
+    assert res.rel_err == pytest.approx(0.01, rel=0.2)

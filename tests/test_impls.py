@@ -8,7 +8,12 @@ from bench.check import check_impl
 # Small, odd (non-power-of-two) points per component; the first is the one torch.compile impls get.
 POINTS = {
     "matmul": [{"m": 37, "n": 123, "k": 45}, {"m": 1, "n": 5, "k": 300}, {"m": 64, "n": 64, "k": 64}],
-    "rmsnorm": [{"tokens": 37, "dim": 123}, {"tokens": 3, "dim": 9000}, {"tokens": 1, "dim": 7}],
+    "rmsnorm": [{"tokens": 37, "dim": 123}, {"tokens": 1, "dim": 1}, {"tokens": 3, "dim": 5000},
+                {"tokens": 2, "dim": 65537}],
+    "layernorm": [{"tokens": 37, "dim": 123}, {"tokens": 1, "dim": 1}, {"tokens": 3, "dim": 5000},
+                  {"tokens": 2, "dim": 65537}],
+    "softmax": [{"rows": 37, "dim": 123}, {"rows": 1, "dim": 1}, {"rows": 3, "dim": 5000},
+                {"rows": 2, "dim": 65537}],
 }
 COMPILED = {"compile"}  # torch.compile costs ~5-15 s a case on CPU: one point, one dtype per mode
 

@@ -1,0 +1,198 @@
+"""LayerNorm forward and backward in Triton: y = (x - mean) * rstd * w + b over the last dim.
+
+Forward reads x, w, b once and writes y plus mean and rstd (8 bytes a row). Rows that fit one block stay in
+registers; longer rows are walked in chunks (mean, then variance around it, then the output: the later passes
+hit L2). Backward reads x, w, dy, mean, rstd, writes dx, and reduces dw = sum(dy * xhat) and db = sum(dy)
+through per-program fp32 partial rows summed afterwards (no atomics).
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+MAX_BLOCK = 8192
+
+
+@triton.jit
+def _layernorm_fwd_kernel(X, W, B, Y, MEAN, RSTD, stride_x, stride_y, n_cols, eps,
+                          BLOCK: tl.constexpr, SINGLE: tl.constexpr):
+    row = tl.program_id(0)
+    x_ptr = X + row.to(tl.int64) * stride_x
+    y_ptr = Y + row.to(tl.int64) * stride_y
+    if SINGLE:
+        cols = tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        x = tl.load(x_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        mean = tl.sum(x, axis=0) / n_cols
+        xc = tl.where(mask, x - mean, 0.0)
+        rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=0) / n_cols + eps)
+        w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+        b = tl.load(B + cols, mask=mask, other=0.0).to(tl.float32)
+        tl.store(y_ptr + cols, (xc * rstd * w + b).to(Y.dtype.element_ty), mask=mask)
+    else:
+        acc = tl.zeros([BLOCK], dtype=tl.float32)
+        for start in range(0, n_cols, BLOCK):
+            cols = start + tl.arange(0, BLOCK)
+            acc += tl.load(x_ptr + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
+        mean = tl.sum(acc, axis=0) / n_cols
+        acc = tl.zeros([BLOCK], dtype=tl.float32)
+        for start in range(0, n_cols, BLOCK):
+            cols = start + tl.arange(0, BLOCK)
+            mask = cols < n_cols
+            xc = tl.where(mask, tl.load(x_ptr + cols, mask=mask, other=0.0).to(tl.float32) - mean, 0.0)
+            acc += xc * xc
+        rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / n_cols + eps)
+        for start in range(0, n_cols, BLOCK):
+            cols = start + tl.arange(0, BLOCK)
+            mask = cols < n_cols
+            x = tl.load(x_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+            w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+            b = tl.load(B + cols, mask=mask, other=0.0).to(tl.float32)
+            tl.store(y_ptr + cols, ((x - mean) * rstd * w + b).to(Y.dtype.element_ty), mask=mask)
+    tl.store(MEAN + row, mean)
+    tl.store(RSTD + row, rstd)
+
+
+@triton.jit
+def _layernorm_bwd_kernel(X, W, DY, MEAN, RSTD, DX, DW_PARTIAL, DB_PARTIAL, stride_x, stride_dy, stride_dx,
+                          n_rows, n_cols, rows_per_program, BLOCK: tl.constexpr, SINGLE: tl.constexpr):
+    pid = tl.program_id(0)
+    first = pid * rows_per_program
+    last = tl.minimum(first + rows_per_program, n_rows)
+    dw_ptr = DW_PARTIAL + pid.to(tl.int64) * n_cols
+    db_ptr = DB_PARTIAL + pid.to(tl.int64) * n_cols
+    x_row = X + first.to(tl.int64) * stride_x
+    dy_row = DY + first.to(tl.int64) * stride_dy
+    dx_row = DX + first.to(tl.int64) * stride_dx
+    if SINGLE:
+        cols = tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+        dw = tl.zeros([BLOCK], dtype=tl.float32)
+        db = tl.zeros([BLOCK], dtype=tl.float32)
+        for row in range(first, last):
+            x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
+            dy = tl.load(dy_row + cols, mask=mask, other=0.0).to(tl.float32)
+            mean = tl.load(MEAN + row)
+            rstd = tl.load(RSTD + row)
+            xhat = tl.where(mask, (x - mean) * rstd, 0.0)
+            g = dy * w
+            c1 = tl.sum(g, axis=0) / n_cols
+            c2 = tl.sum(g * xhat, axis=0) / n_cols
+            dx = rstd * (g - c1 - xhat * c2)
+            tl.store(dx_row + cols, dx.to(DX.dtype.element_ty), mask=mask)
+            dw += dy * xhat
+            db += dy
+            x_row += stride_x
+            dy_row += stride_dy
+            dx_row += stride_dx
+        tl.store(dw_ptr + cols, dw, mask=mask)
+        tl.store(db_ptr + cols, db, mask=mask)
+    else:
+        for start in range(0, n_cols, BLOCK):
+            cols = start + tl.arange(0, BLOCK)
+            tl.store(dw_ptr + cols, tl.zeros([BLOCK], dtype=tl.float32), mask=cols < n_cols)
+            tl.store(db_ptr + cols, tl.zeros([BLOCK], dtype=tl.float32), mask=cols < n_cols)
+        for row in range(first, last):
+            mean = tl.load(MEAN + row)
+            rstd = tl.load(RSTD + row)
+            a1 = tl.zeros([BLOCK], dtype=tl.float32)
+            a2 = tl.zeros([BLOCK], dtype=tl.float32)
+            for start in range(0, n_cols, BLOCK):
+                cols = start + tl.arange(0, BLOCK)
+                mask = cols < n_cols
+                x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
+                dy = tl.load(dy_row + cols, mask=mask, other=0.0).to(tl.float32)
+                w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+                g = dy * w
+                a1 += g
+                a2 += g * tl.where(mask, (x - mean) * rstd, 0.0)
+            c1 = tl.sum(a1, axis=0) / n_cols
+            c2 = tl.sum(a2, axis=0) / n_cols
+            for start in range(0, n_cols, BLOCK):
+                cols = start + tl.arange(0, BLOCK)
+                mask = cols < n_cols
+                x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
+                dy = tl.load(dy_row + cols, mask=mask, other=0.0).to(tl.float32)
+                w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+                xhat = tl.where(mask, (x - mean) * rstd, 0.0)
+                dx = rstd * (dy * w - c1 - xhat * c2)
+                tl.store(dx_row + cols, dx.to(DX.dtype.element_ty), mask=mask)
+                tl.store(dw_ptr + cols, tl.load(dw_ptr + cols, mask=mask, other=0.0) + dy * xhat, mask=mask)
+                tl.store(db_ptr + cols, tl.load(db_ptr + cols, mask=mask, other=0.0) + dy, mask=mask)
+            x_row += stride_x
+            dy_row += stride_dy
+            dx_row += stride_dx
+
+
+def _block(n_cols: int) -> tuple[int, bool, int]:
+    block = min(triton.next_power_of_2(max(n_cols, 1)), MAX_BLOCK)
+    warps = 4 if block <= 2048 else (8 if block <= 4096 else 16)
+    return block, n_cols <= block, warps
+
+
+def _rows(x: torch.Tensor) -> torch.Tensor:
+    if x.stride(-1) != 1:
+        x = x.contiguous()
+    return x.reshape(-1, x.shape[-1])
+
+
+def layernorm_fwd(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float = 1e-5,
+                  out: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """y, mean, rstd for x [..., dim], w and b [dim]; writes into `out` when given."""
+    if w.shape != (x.shape[-1],) or b.shape != (x.shape[-1],):
+        raise ValueError(f"weight {tuple(w.shape)} / bias {tuple(b.shape)} do not match x's last dim {x.shape[-1]}")
+    x2 = _rows(x)  # [rows, dim]
+    n_rows, n_cols = x2.shape
+    y = out if out is not None else torch.empty_like(x)
+    if y.shape != x.shape or not y.is_contiguous():
+        raise ValueError("out must be contiguous with the shape of x")
+    y2 = y.view(-1, n_cols)
+    mean = torch.empty(n_rows, dtype=torch.float32, device=x.device)  # [rows]
+    rstd = torch.empty(n_rows, dtype=torch.float32, device=x.device)  # [rows]
+    block, single, warps = _block(n_cols)
+    if n_rows:
+        _layernorm_fwd_kernel[(n_rows,)](x2, w, b, y2, mean, rstd, x2.stride(0), y2.stride(0), n_cols, eps,
+                                         BLOCK=block, SINGLE=single, num_warps=warps)
+    return y, mean, rstd
+
+
+def layernorm_bwd(dy, x, w, mean, rstd) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dx, dw, db for the forward above."""
+    x2, dy2 = _rows(x), _rows(dy)
+    n_rows, n_cols = x2.shape
+    dx = torch.empty_like(x2)
+    block, single, warps = _block(n_cols)
+    sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 4
+    programs = max(1, min(n_rows, 4 * sms))
+    rows_per_program = triton.cdiv(n_rows, programs) if n_rows else 1
+    programs = triton.cdiv(n_rows, rows_per_program) if n_rows else 1
+    dw_partial = torch.zeros(programs, n_cols, dtype=torch.float32, device=x.device)  # [programs, dim]
+    db_partial = torch.zeros(programs, n_cols, dtype=torch.float32, device=x.device)  # [programs, dim]
+    if n_rows:
+        _layernorm_bwd_kernel[(programs,)](x2, w, dy2, mean, rstd, dx, dw_partial, db_partial, x2.stride(0),
+                                           dy2.stride(0), dx.stride(0), n_rows, n_cols, rows_per_program,
+                                           BLOCK=block, SINGLE=single, num_warps=warps)
+    return dx.view_as(x), dw_partial.sum(0).to(w.dtype), db_partial.sum(0).to(w.dtype)
+
+
+class LayerNormFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w, b, eps):
+        y, mean, rstd = layernorm_fwd(x, w, b, eps)
+        ctx.save_for_backward(x, w, mean, rstd)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, w, mean, rstd = ctx.saved_tensors
+        dx, dw, db = layernorm_bwd(dy, x, w, mean, rstd)
+        return dx, dw, db, None
+
+
+def layernorm(x, w, b, eps: float = 1e-5, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Differentiable LayerNorm; with `out` (no grad) the result is written there."""
+    if out is not None or not (torch.is_grad_enabled() and (x.requires_grad or w.requires_grad or b.requires_grad)):
+        return layernorm_fwd(x, w, b, eps, out)[0]
+    return LayerNormFunction.apply(x, w, b, eps)

@@ -1,0 +1,130 @@
+"""Row-wise softmax over the last dim in Triton, forward and backward.
+
+Forward reads x once and writes y (rows that fit one block stay in registers; longer rows keep a running max
+and rescaled sum in one pass, then write exp(x - max) / sum in a second, which hits L2). Backward reads y and
+dy and writes dx = y * (dy - sum(dy * y)).
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+MAX_BLOCK = 8192
+
+
+@triton.jit
+def _softmax_fwd_kernel(X, Y, stride_x, stride_y, n_cols, BLOCK: tl.constexpr, SINGLE: tl.constexpr):
+    row = tl.program_id(0)
+    x_ptr = X + row.to(tl.int64) * stride_x
+    y_ptr = Y + row.to(tl.int64) * stride_y
+    if SINGLE:
+        cols = tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        x = tl.load(x_ptr + cols, mask=mask, other=-float("inf")).to(tl.float32)
+        e = tl.exp(x - tl.max(x, axis=0))
+        tl.store(y_ptr + cols, (e / tl.sum(e, axis=0)).to(Y.dtype.element_ty), mask=mask)
+    else:
+        m = tl.full([BLOCK], -float("inf"), dtype=tl.float32)  # running max per lane
+        s = tl.zeros([BLOCK], dtype=tl.float32)  # running sum per lane, scaled to m
+        for start in range(0, n_cols, BLOCK):
+            cols = start + tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
+            m_new = tl.maximum(m, x)
+            # Lanes that have seen only -inf keep a zero sum (avoid inf - inf).
+            scale = tl.where(m_new == -float("inf"), 0.0, tl.exp(m - m_new))
+            s = s * scale + tl.where(m_new == -float("inf"), 0.0, tl.exp(x - m_new))
+            m = m_new
+        row_max = tl.max(m, axis=0)
+        total = tl.sum(tl.where(m == -float("inf"), 0.0, s * tl.exp(m - row_max)), axis=0)
+        for start in range(0, n_cols, BLOCK):
+            cols = start + tl.arange(0, BLOCK)
+            mask = cols < n_cols
+            x = tl.load(x_ptr + cols, mask=mask, other=-float("inf")).to(tl.float32)
+            tl.store(y_ptr + cols, (tl.exp(x - row_max) / total).to(Y.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _softmax_bwd_kernel(Y, DY, DX, stride_y, stride_dy, stride_dx, n_cols, BLOCK: tl.constexpr, SINGLE: tl.constexpr):
+    row = tl.program_id(0)
+    y_ptr = Y + row.to(tl.int64) * stride_y
+    dy_ptr = DY + row.to(tl.int64) * stride_dy
+    dx_ptr = DX + row.to(tl.int64) * stride_dx
+    if SINGLE:
+        cols = tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        y = tl.load(y_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        dot = tl.sum(y * dy, axis=0)
+        tl.store(dx_ptr + cols, (y * (dy - dot)).to(DX.dtype.element_ty), mask=mask)
+    else:
+        acc = tl.zeros([BLOCK], dtype=tl.float32)
+        for start in range(0, n_cols, BLOCK):
+            cols = start + tl.arange(0, BLOCK)
+            mask = cols < n_cols
+            y = tl.load(y_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+            dy = tl.load(dy_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+            acc += y * dy
+        dot = tl.sum(acc, axis=0)
+        for start in range(0, n_cols, BLOCK):
+            cols = start + tl.arange(0, BLOCK)
+            mask = cols < n_cols
+            y = tl.load(y_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+            dy = tl.load(dy_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+            tl.store(dx_ptr + cols, (y * (dy - dot)).to(DX.dtype.element_ty), mask=mask)
+
+
+def _block(n_cols: int) -> tuple[int, bool, int]:
+    block = min(triton.next_power_of_2(max(n_cols, 1)), MAX_BLOCK)
+    warps = 4 if block <= 2048 else (8 if block <= 4096 else 16)
+    return block, n_cols <= block, warps
+
+
+def _rows(x: torch.Tensor) -> torch.Tensor:
+    if x.stride(-1) != 1:
+        x = x.contiguous()
+    return x.reshape(-1, x.shape[-1])
+
+
+def softmax_fwd(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    x2 = _rows(x)  # [rows, dim]
+    n_rows, n_cols = x2.shape
+    y = out if out is not None else torch.empty_like(x)
+    if y.shape != x.shape or not y.is_contiguous():
+        raise ValueError("out must be contiguous with the shape of x")
+    y2 = y.view(-1, n_cols)
+    block, single, warps = _block(n_cols)
+    if n_rows and n_cols:
+        _softmax_fwd_kernel[(n_rows,)](x2, y2, x2.stride(0), y2.stride(0), n_cols, BLOCK=block, SINGLE=single,
+                                       num_warps=warps)
+    return y
+
+
+def softmax_bwd(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    y2, dy2 = _rows(y), _rows(dy)
+    n_rows, n_cols = y2.shape
+    dx = torch.empty_like(y2)
+    block, single, warps = _block(n_cols)
+    if n_rows and n_cols:
+        _softmax_bwd_kernel[(n_rows,)](y2, dy2, dx, y2.stride(0), dy2.stride(0), dx.stride(0), n_cols,
+                                       BLOCK=block, SINGLE=single, num_warps=warps)
+    return dx.view_as(y)
+
+
+class SoftmaxFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = softmax_fwd(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        (y,) = ctx.saved_tensors
+        return softmax_bwd(dy, y)
+
+
+def softmax(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    if out is not None or not (torch.is_grad_enabled() and x.requires_grad):
+        return softmax_fwd(x, out)
+    return SoftmaxFunction.apply(x)
