@@ -11,7 +11,8 @@ import torch
 import triton
 import triton.language as tl
 
-MAX_BLOCK = 8192
+from kernels._rows import as_rows, reduction_programs, row_block
+
 
 
 @triton.jit
@@ -126,16 +127,6 @@ def _layernorm_bwd_kernel(X, W, DY, MEAN, RSTD, DX, DW_PARTIAL, DB_PARTIAL, stri
             dx_row += stride_dx
 
 
-def _block(n_cols: int) -> tuple[int, bool, int]:
-    block = min(triton.next_power_of_2(max(n_cols, 1)), MAX_BLOCK)
-    warps = 4 if block <= 2048 else (8 if block <= 4096 else 16)
-    return block, n_cols <= block, warps
-
-
-def _rows(x: torch.Tensor) -> torch.Tensor:
-    if x.stride(-1) != 1:
-        x = x.contiguous()
-    return x.reshape(-1, x.shape[-1])
 
 
 def layernorm_fwd(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float = 1e-5,
@@ -143,7 +134,7 @@ def layernorm_fwd(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float 
     """y, mean, rstd for x [..., dim], w and b [dim]; writes into `out` when given."""
     if w.shape != (x.shape[-1],) or b.shape != (x.shape[-1],):
         raise ValueError(f"weight {tuple(w.shape)} / bias {tuple(b.shape)} do not match x's last dim {x.shape[-1]}")
-    x2 = _rows(x)  # [rows, dim]
+    x2 = as_rows(x)  # [rows, dim]
     n_rows, n_cols = x2.shape
     y = out if out is not None else torch.empty_like(x)
     if y.shape != x.shape or not y.is_contiguous():
@@ -151,7 +142,7 @@ def layernorm_fwd(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float 
     y2 = y.view(-1, n_cols)
     mean = torch.empty(n_rows, dtype=torch.float32, device=x.device)  # [rows]
     rstd = torch.empty(n_rows, dtype=torch.float32, device=x.device)  # [rows]
-    block, single, warps = _block(n_cols)
+    block, single, warps = row_block(n_cols)
     if n_rows:
         _layernorm_fwd_kernel[(n_rows,)](x2, w, b, y2, mean, rstd, x2.stride(0), y2.stride(0), n_cols, eps,
                                          BLOCK=block, SINGLE=single, num_warps=warps)
@@ -160,14 +151,11 @@ def layernorm_fwd(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float 
 
 def layernorm_bwd(dy, x, w, mean, rstd) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dx, dw, db for the forward above."""
-    x2, dy2 = _rows(x), _rows(dy)
+    x2, dy2 = as_rows(x), as_rows(dy)
     n_rows, n_cols = x2.shape
     dx = torch.empty_like(x2)
-    block, single, warps = _block(n_cols)
-    sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 4
-    programs = max(1, min(n_rows, 4 * sms))
-    rows_per_program = triton.cdiv(n_rows, programs) if n_rows else 1
-    programs = triton.cdiv(n_rows, rows_per_program) if n_rows else 1
+    block, single, warps = row_block(n_cols)
+    programs, rows_per_program = reduction_programs(n_rows, x.device)
     dw_partial = torch.zeros(programs, n_cols, dtype=torch.float32, device=x.device)  # [programs, dim]
     db_partial = torch.zeros(programs, n_cols, dtype=torch.float32, device=x.device)  # [programs, dim]
     if n_rows:

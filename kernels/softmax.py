@@ -10,7 +10,8 @@ import torch
 import triton
 import triton.language as tl
 
-MAX_BLOCK = 8192
+from kernels._rows import as_rows, row_block
+
 
 
 @triton.jit
@@ -74,26 +75,16 @@ def _softmax_bwd_kernel(Y, DY, DX, stride_y, stride_dy, stride_dx, n_cols, BLOCK
             tl.store(dx_ptr + cols, (y * (dy - dot)).to(DX.dtype.element_ty), mask=mask)
 
 
-def _block(n_cols: int) -> tuple[int, bool, int]:
-    block = min(triton.next_power_of_2(max(n_cols, 1)), MAX_BLOCK)
-    warps = 4 if block <= 2048 else (8 if block <= 4096 else 16)
-    return block, n_cols <= block, warps
-
-
-def _rows(x: torch.Tensor) -> torch.Tensor:
-    if x.stride(-1) != 1:
-        x = x.contiguous()
-    return x.reshape(-1, x.shape[-1])
 
 
 def softmax_fwd(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-    x2 = _rows(x)  # [rows, dim]
+    x2 = as_rows(x)  # [rows, dim]
     n_rows, n_cols = x2.shape
     y = out if out is not None else torch.empty_like(x)
     if y.shape != x.shape or not y.is_contiguous():
         raise ValueError("out must be contiguous with the shape of x")
     y2 = y.view(-1, n_cols)
-    block, single, warps = _block(n_cols)
+    block, single, warps = row_block(n_cols)
     if n_rows and n_cols:
         _softmax_fwd_kernel[(n_rows,)](x2, y2, x2.stride(0), y2.stride(0), n_cols, BLOCK=block, SINGLE=single,
                                        num_warps=warps)
@@ -101,10 +92,10 @@ def softmax_fwd(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tenso
 
 
 def softmax_bwd(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    y2, dy2 = _rows(y), _rows(dy)
+    y2, dy2 = as_rows(y), as_rows(dy)
     n_rows, n_cols = y2.shape
     dx = torch.empty_like(y2)
-    block, single, warps = _block(n_cols)
+    block, single, warps = row_block(n_cols)
     if n_rows and n_cols:
         _softmax_bwd_kernel[(n_rows,)](y2, dy2, dx, y2.stride(0), dy2.stride(0), dx.stride(0), n_cols,
                                        BLOCK=block, SINGLE=single, num_warps=warps)
