@@ -118,6 +118,8 @@ def annotate(row: dict, cost, spec: DeviceSpec | None) -> dict:
         row["ceiling_source"] = spec.source
         row["peak_tflops"] = spec.peak(row["dtype"], cost.math) / TFLOP
         row["peak_gbps"] = spec.mem_bw / GB
+        if cost.comm_bytes:
+            row["peak_comm_gbps"] = spec.interconnect_bw / GB if spec.interconnect_bw else None
         if med:
             row["roofline_pct"] = 100.0 * row["predicted_ms"] / med
     return row

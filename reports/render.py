@@ -62,8 +62,14 @@ def _sort_key(col: str, v):
     return float(v) if _num(v) and isinstance(v, (int, float, np.number)) else ""
 
 
+OPTIONAL = ["peak_tflops", "peak_gbps", "peak_comm_gbps", "math", "busbw_gbps", "backend", "launch_bound", "baseline"]
+
+
 def prepare(df: pd.DataFrame) -> pd.DataFrame:
     df = df.copy()
+    for col in OPTIONAL:  # older rows, or rows from components without these fields
+        if col not in df.columns:
+            df[col] = None
     df["point_label"] = df["point"].map(_point_label)
     df["device"] = df["device"].fillna(df.get("backend", "unknown"))
     df["size"] = df["flops"].where(df["flops"].notna() & (df["flops"] > 0), df["bytes"])
@@ -174,6 +180,33 @@ def shape_charts(g: pd.DataFrame, colors: dict) -> list[dict]:
         speed_fig.update_layout(**ls)
         out.append({"title": title, "time": time_fig.to_plotly_json(), "speedup": speed_fig.to_plotly_json()})
     return out
+
+
+def busbw_chart(g: pd.DataFrame, device: str) -> dict:
+    """Collectives: nccl-tests' bus bandwidth per message size and op, against the interconnect ceiling."""
+    if "busbw_gbps" not in g.columns:
+        return {}
+    ok = g[(g["status"] == "ok") & g["busbw_gbps"].notna()]
+    if ok.empty:
+        return {}
+    fig = go.Figure()
+    ok = ok.assign(mb=ok["point"].map(lambda p: p.get("mb")), op=ok["point"].map(lambda p: p.get("op")),
+                   ws=ok["point"].map(lambda p: p.get("world_size")))
+    colors = _colors(set(ok["op"]))
+    for (op, ws, dtype), s in ok.sort_values("mb").groupby(["op", "ws", "dtype"]):
+        text = [html.escape(f"{op} {mb} MB x{ws} {dtype}") + f"<br>{t:.4g} ms, {b:,.1f} GB/s" for mb, t, b in
+                zip(s["mb"], s["median_ms"], s["busbw_gbps"])]
+        fig.add_trace(go.Scatter(x=s["mb"], y=s["busbw_gbps"], mode="lines+markers", line=dict(color=colors[op]),
+                                 name=html.escape(f"{op} ({ws} ranks, {dtype})"), text=text,
+                                 hovertemplate="%{text}<extra></extra>"))
+    ceiling = ok["peak_comm_gbps"].dropna() if "peak_comm_gbps" in ok.columns else pd.Series(dtype=float)
+    if len(ceiling):
+        c = float(ceiling.iloc[0])
+        fig.add_trace(go.Scatter(x=[ok["mb"].min(), ok["mb"].max()], y=[c, c], mode="lines", name=f"interconnect {c:,.0f} GB/s",
+                                 line=dict(color="#666", dash="dash")))
+    fig.update_layout(**_layout(f"Bus bandwidth on {html.escape(device)}", "message size (MB, log)",
+                                "bus bandwidth (GB/s, nccl-tests definition)", xlog=True))
+    return fig.to_plotly_json()
 
 
 def table(g: pd.DataFrame) -> dict:
@@ -293,10 +326,10 @@ def render(paths: list[str], out_dir: str | Path, baselines: list[str] | None = 
         cid = f"c-{len(sections)}"
         roofs = []
         for device, gd in g.groupby("device", sort=True):
-            roof = roofline_chart(gd, colors, device)
-            if roof:
-                charts[f"{cid}-roof{len(roofs)}"] = roof
-                roofs.append(f"{cid}-roof{len(roofs)}")
+            for chart in (roofline_chart(gd, colors, device), busbw_chart(gd, device)):
+                if chart:
+                    charts[f"{cid}-roof{len(roofs)}"] = chart
+                    roofs.append(f"{cid}-roof{len(roofs)}")
         panels = []
         for i, panel in enumerate(shape_charts(g, colors)):
             charts[f"{cid}-t{i}"] = panel["time"]

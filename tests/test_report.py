@@ -75,6 +75,21 @@ def test_sections_charts_and_tables(report):
     assert "Regression found" in page and "slower" in page  # current is 1/0.8 = 1.25x slower than the base
 
 
+def test_collectives_get_a_bus_bandwidth_chart(tmp_path):
+    rows = [{"run_id": "r", "suite": "c", "component": "collectives", "impl": "torch", "mode": "fwd",
+             "point": {"op": "all_reduce", "mb": mb, "world_size": 2}, "dtype": "bf16", "device": "NVIDIA H200",
+             "status": "ok", "samples_ms": [t] * 10, "median_ms": t, "p20_ms": t, "p80_ms": t, "flops": 0.0,
+             "bytes": 2e6 * mb, "busbw_gbps": mb * 1.048576 / t, "peak_comm_gbps": 450.0, "baseline": "torch"}
+            for mb, t in ((1, 0.05), (16, 0.1), (256, 0.9))]
+    index = render([str(write(tmp_path / "c.jsonl", rows))], tmp_path / "out")
+    page = index.read_text()
+    charts = json.loads(page.split('<script id="chart-data" type="application/json">')[1].split("</script>")[0])
+    bus = [c for c in charts.values() if "Bus bandwidth" in c["layout"]["title"]["text"]]
+    assert len(bus) == 1
+    names = [t["name"] for t in bus[0]["data"]]
+    assert "all_reduce (2 ranks, bf16)" in names and "interconnect 450 GB/s" in names
+
+
 def test_text_from_results_is_escaped(tmp_path):
     rows = fixture_rows()
     for r in rows:
