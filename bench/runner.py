@@ -357,9 +357,11 @@ def _unreported_failure(log: str) -> str:
     from bench.distributed import REPORTED_ERROR, REPORTED_OOM
 
     pairs = re.findall(r"rank\s*:\s*(\d+).*?\n\s*exitcode\s*:\s*(-?\d+)", log)
+    # torchrun stops the surviving ranks with SIGTERM (then SIGKILL): those are consequences, not causes.
+    stopped_by_torchrun = (-signal.SIGTERM, -signal.SIGKILL)
     for rank, code in pairs:
         c = int(code)
-        if c not in (0, REPORTED_ERROR, REPORTED_OOM):
+        if c not in (0, REPORTED_ERROR, REPORTED_OOM, *stopped_by_torchrun):
             how = f"killed by signal {-c}" if c < 0 else f"exited with code {c}"
             return f"rank {rank} {how}"
     return ""

@@ -159,3 +159,20 @@ def test_world_size_above_gpu_count_is_skipped_on_cuda_only(tmp_path):
     os.environ["BENCH_PLUGINS"] = "fault_impls"
     comp = registry.get("collectives")
     assert comp.world_size(comp.impls["torch"], {"op": "all_reduce", "mb": 1, "world_size": 4}) == 4
+
+
+def test_root_cause_skips_ranks_torchrun_stopped():
+    from bench.runner import _unreported_failure
+
+    log = """Failures:
+[1]:
+  rank      : 0 (local_rank: 0)
+  exitcode  : -15 (pid: 11)
+Root Cause (first observed failure):
+[0]:
+  rank      : 1 (local_rank: 1)
+  exitcode  : 1 (pid: 12)
+"""
+    assert _unreported_failure(log) == "rank 1 exited with code 1"
+    assert _unreported_failure(log.replace(": 1 (pid: 12)", ": 4 (pid: 12)")) == ""  # rank 1 reported its own error
+    assert _unreported_failure(log.replace(": 1 (pid: 12)", ": -11 (pid: 12)")) == "rank 1 killed by signal 11"
