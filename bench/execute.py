@@ -152,6 +152,7 @@ class Worker:
             t0 = wall_clock()
             fn = impl.build(case.point, case.dtype, dev)
             row["build_s"] = wall_clock() - t0
+            row.update(getattr(fn, "row_info", {}))  # what an impl learned while building (e.g. SDPA's backend)
             inputs = comp.make_inputs(case.point, torch_dtype(case.dtype), dev, seed)
             ref = self._reference(comp, case, inputs, seed) if self.check else None
             if dev == "cuda":
