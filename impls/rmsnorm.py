@@ -74,7 +74,7 @@ def rmsnorm_eager(x, w):
     return (y * w.float()).to(x.dtype)
 
 
-@rmsnorm.impl("eager", description="the eager formula, fp32 statistics (4-5 kernels)")
+@rmsnorm.impl("eager", description="the eager formula, fp32 statistics (one kernel per op: 9 in bf16 on an H200)")
 def eager(x, w):
     return rmsnorm_eager(x, w)
 
