@@ -193,9 +193,7 @@ def run(suite_names, suite_opt, suites_file, device, impls, components, out, res
     if out is None:
         out = _newest(label) if resume else None
         out = out or default_out(label)
-    # On a CPU, shared cores rarely let the median's CI reach 1%: cap sampling at 3 s a point (rows record
-    # stopped_by), so the quick suite stays under a minute on 2 cores.
-    timing = TimingConfig.quick() if quick_timing else (TimingConfig(max_time_s=3.0) if dev == "cpu" else TimingConfig())
+    timing = TimingConfig.quick() if quick_timing else TimingConfig.for_device(dev)
     opts = RunOptions(device=dev, out=out, timing=timing, isolate=isolate, point_timeout=point_timeout,
                       resume=resume, seed=seed, check=not no_check)
     console.print(f"running {len(planned)} cases of suite(s) {', '.join(names)} on {dev} -> {out}")

@@ -8,10 +8,8 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
-import math
 import os
 import traceback
-from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -55,10 +53,6 @@ def point_seed(case: Case, base_seed: int) -> int:
     return int.from_bytes(h[:4], "little")
 
 
-def triton_interpreted() -> bool:
-    return os.environ.get("TRITON_INTERPRET") == "1"
-
-
 def make_timed_call(impl: registry.Impl, fn: Callable, comp: registry.Component, mode: str, inputs: dict,
                     device: str, seed: int, out_like: tuple) -> Callable[[], Any]:
     """The closure the timer calls: what one iteration of `mode` does, nothing else."""
@@ -91,6 +85,23 @@ def make_timed_call(impl: registry.Impl, fn: Callable, comp: registry.Component,
         go = [grad_out_like(o, seed) for o in out]
         return lambda: torch.autograd.grad(out, gi, go, retain_graph=True)
     return lambda: fn(**inputs)
+
+
+def prepare_call(case: Case, device: str, seed: int = 0) -> Callable[[], Any]:
+    """The timed closure of `case` outside a run (for `bench trace` and `bench crosscheck`), built exactly as
+    `bench run` builds it. Raises ValueError when the case cannot run on `device`."""
+    comp = registry.get(case.component)
+    impl = comp.impls[case.impl]
+    why = impl.needs.unmet(device) or impl.unsupported(case.mode, case.dtype)
+    if why:
+        raise ValueError(f"{case.label} cannot run here: {why}")
+    pseed = point_seed(case, seed)
+    with precision(case.dtype):
+        fn = impl.build(case.point, case.dtype, device)
+        inputs = comp.make_inputs(case.point, torch_dtype(case.dtype), device, pseed)
+        with torch.no_grad():
+            out_like = tuple(o.detach() for o in as_tuple(fn(**inputs))) if impl.writes_out else ()
+        return make_timed_call(impl, fn, comp, case.mode, inputs, device, pseed, out_like)
 
 
 class Worker:

@@ -26,7 +26,7 @@ def bench_point(request):
         from bench.timing import TimingConfig
 
         dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        worker = Worker(dev, TimingConfig.quick() if quick else TimingConfig())
+        worker = Worker(dev, TimingConfig.quick() if quick else TimingConfig.for_device(dev))
         row = worker.measure(Case(component, impl, mode, point, dtype))
         if row["status"] == "skipped":
             pytest.skip(row["reason"])

@@ -83,7 +83,11 @@ class Impl:
     writes_out: bool = False  # callable takes out= (a preallocated output the checker poisons)
     modes: tuple[str, ...] | None = None  # None: every mode of the component
     dtypes: tuple[str, ...] | None = None
-    interpreted_on_cpu: bool = False  # Triton kernels: checked on CPU through the interpreter, never timed there
+
+    @property
+    def interpreted_on_cpu(self) -> bool:
+        """Triton kernels: on a CPU they run through the interpreter, checked but never timed."""
+        return self.needs.triton
 
     @property
     def key(self) -> str:
@@ -164,7 +168,6 @@ class Component:
                 writes_out=writes_out,
                 modes=modes,
                 dtypes=dtypes,
-                interpreted_on_cpu=triton,
             )
             return fn
 

@@ -178,3 +178,11 @@ def merge(measured: dict, base: DeviceSpec | None, name: str) -> DeviceSpec:
         measured=measured,
     )
     return spec
+
+
+def store_quick_calibration(measured: dict, name: str, driver: str | None) -> DeviceSpec:
+    """The spec from an automatic quick calibration (a device with no cache entry and no datasheet), stored."""
+    spec = merge(measured, datasheet(name), name)
+    spec = replace(spec, source="calibrated (quick, automatic)")
+    store(spec, name, driver)
+    return spec

@@ -197,9 +197,7 @@ class Runner:
             worker.conn.send(("calibrate",))
             msg = worker.recv(600)
             if msg and msg[0] == "calibrated":
-                self.spec = roofline.merge(msg[1], roofline.datasheet(name), name)
-                self.spec = roofline.DeviceSpec(**{**self.spec.to_json(), "source": "calibrated (quick, automatic)"})
-                roofline.store(self.spec, name, self.env.get("driver"))
+                self.spec = roofline.store_quick_calibration(msg[1], name, self.env.get("driver"))
 
     def _row(self, p: Planned, measured: dict) -> dict:
         c = p.case

@@ -19,10 +19,9 @@ from pathlib import Path
 
 import torch
 
-from bench import profiling, registry
-from bench.check import as_tuple
-from bench.dtypes import precision, torch_dtype
-from bench.execute import Case, make_timed_call, point_label, point_seed
+from bench import profiling
+from bench.dtypes import precision
+from bench.execute import Case, point_label, prepare_call
 
 
 @dataclass
@@ -33,19 +32,7 @@ class Prepared:
 
 
 def prepare(case: Case, device: str) -> Prepared:
-    comp = registry.get(case.component)
-    impl = comp.impls[case.impl]
-    why = impl.needs.unmet(device) or impl.unsupported(case.mode, case.dtype)
-    if why:
-        raise ValueError(f"{case.label} cannot run here: {why}")
-    seed = point_seed(case, 0)
-    with precision(case.dtype):
-        fn = impl.build(case.point, case.dtype, device)
-        inputs = comp.make_inputs(case.point, torch_dtype(case.dtype), device, seed)
-        with torch.no_grad():
-            out_like = tuple(o.detach() for o in as_tuple(fn(**inputs))) if impl.writes_out else ()
-        call = make_timed_call(impl, fn, comp, case.mode, inputs, device, seed, out_like)
-    return Prepared(case, call, device)
+    return Prepared(case, prepare_call(case, device), device)
 
 
 def _sync(device: str) -> None:

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from bench.profiling import named
+from bench.dtypes import itemsize
 from bench.registry import Cost, component
 
 
@@ -25,7 +26,7 @@ def make_inputs(point, dtype, device, seed):
 
 def cost(point, dtype, mode):
     b, h, s, d = point["batch"], point["heads"], point["seq"], point["head_dim"]
-    size = 8 if dtype == "fp64" else (4 if dtype in ("fp32", "tf32") else 2)
+    size = itemsize(dtype)
     fwd_flops = 4 * b * h * s * s * d * (0.5 if point["causal"] else 1.0)
     bhsd = b * h * s * d
     lse = b * h * s * 4  # the fp32 logsumexp a fused forward saves for its backward

@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
+from bench.dtypes import itemsize, torch_dtype
 from bench.registry import Cost, component
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
@@ -16,8 +17,8 @@ BUS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (
               "reduce_scatter": lambda n: (n - 1) / n, "broadcast": lambda n: 1.0}
 
 
-def _elements(point, dtype) -> int:
-    size = 4 if dtype in ("fp32", "tf32") else (8 if dtype == "fp64" else 2)
+def _elements(point, size: int) -> int:
+    """Elements of the full buffer (`mb` MiB of `size`-byte elements), a multiple of the world size."""
     n = point["mb"] * 2**20 // size
     return n - n % point["world_size"]
 
@@ -30,7 +31,7 @@ def values(rank: int, idx: torch.Tensor, seed: int) -> torch.Tensor:
 
 
 def make_inputs(point, dtype, device, seed, rank):
-    n = _elements(point, {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dtype, "fp32"))
+    n = _elements(point, dtype.itemsize)
     ws = point["world_size"]
     own = n // ws if point["op"] == "all_gather" else n
     x = values(rank, torch.arange(own, dtype=torch.int64), seed).to(dtype).to(device)  # [own]
@@ -44,8 +45,8 @@ def make_inputs(point, dtype, device, seed, rank):
 
 def reference(point, dtype, seed, rank, world, n):
     """The first n elements this rank holds after the op, in float64 (inputs rounded to dtype first)."""
-    tdt = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
-    total = _elements(point, dtype)
+    tdt = torch_dtype(dtype)
+    total = _elements(point, itemsize(dtype))
     chunk = total // world
     v = lambda r, idx: values(r, idx, seed).to(tdt).to(torch.float64)
     j = torch.arange(n, dtype=torch.int64)
@@ -60,8 +61,8 @@ def reference(point, dtype, seed, rank, world, n):
 
 
 def cost(point, dtype, mode):
-    size = 4 if dtype in ("fp32", "tf32") else 2
-    nbytes = _elements(point, dtype) * size
+    size = itemsize(dtype)
+    nbytes = _elements(point, size) * size
     ws = point["world_size"]
     reduce = point["op"] in ("all_reduce", "reduce_scatter")
     return Cost(flops=nbytes / size * (ws - 1) / ws if reduce else 0.0, bytes=2 * nbytes,

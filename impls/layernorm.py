@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from bench.dtypes import itemsize
 from bench.registry import Cost, component
 
 EPS = 1e-5
@@ -23,7 +24,7 @@ def make_inputs(point, dtype, device, seed):
 
 def cost(point, dtype, mode):
     t, d = point["tokens"], point["dim"]
-    size = 8 if dtype == "fp64" else (4 if dtype == "fp32" else 2)
+    size = itemsize(dtype)
     td = t * d
     if mode == "fwd":  # read x, w, b; write y
         return Cost(8 * td, (2 * td + 2 * d) * size)

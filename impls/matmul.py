@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import torch
 
+from bench.dtypes import itemsize
 from bench.registry import Cost, component
 
 
@@ -19,7 +20,7 @@ def make_inputs(point, dtype, device, seed):
 
 def cost(point, dtype, mode):
     m, n, k = point["m"], point["n"], point["k"]
-    size = 8 if dtype == "fp64" else (4 if dtype in ("fp32", "tf32") else 2)
+    size = itemsize(dtype)
     a, b, c = m * k, k * n, m * n
     if mode == "fwd":
         return Cost(2 * m * n * k, (a + b + c) * size, "tensor")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from bench.dtypes import itemsize
 from bench.registry import Cost, component
 
 EPS = 1e-6
@@ -22,7 +23,7 @@ def make_inputs(point, dtype, device, seed):
 
 def cost(point, dtype, mode):
     t, d = point["tokens"], point["dim"]
-    size = 8 if dtype == "fp64" else (4 if dtype in ("fp32", "tf32") else 2)
+    size = itemsize(dtype)
     td = t * d
     fwd = Cost(4 * td, (2 * td + d) * size)  # read x, w; write y
     # bwd: g = dy*w, sum(g*x), dx = r*(g - x*r^2*c), dw += dy*x*r: ~9 FLOPs an element;

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import torch
 
+from bench.dtypes import itemsize
 from bench.registry import Cost, component
 
 
@@ -17,7 +18,7 @@ def make_inputs(point, dtype, device, seed):
 
 def cost(point, dtype, mode):
     td = point["rows"] * point["dim"]
-    size = 8 if dtype == "fp64" else (4 if dtype == "fp32" else 2)
+    size = itemsize(dtype)
     if mode == "fwd":  # read x; write y
         return Cost(5 * td, 2 * td * size)
     if mode == "bwd":  # read y, dy; write dx

@@ -1,5 +1,4 @@
 """`bench run`, `bench list` and `bench calibrate` end to end on CPU, in subprocesses as a user runs them."""
-import json
 import os
 import subprocess
 import sys

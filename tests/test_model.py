@@ -39,6 +39,7 @@ def test_rope_preserves_norm_and_encodes_relative_position():
     k = torch.randn(1, 1, 8, cfg.head_dim)
     rq, rk = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
     assert torch.allclose(rq.norm(dim=-1), q.norm(dim=-1), atol=1e-5)
+    assert torch.allclose(rk.norm(dim=-1), k.norm(dim=-1), atol=1e-5)
     # Same vectors at every position: the score depends only on the distance between positions.
     qs, ks = apply_rope(q[:, :, :1].expand(1, 1, 8, -1), cos, sin), apply_rope(k[:, :, :1].expand(1, 1, 8, -1), cos, sin)
     s = qs[0, 0] @ ks[0, 0].T  # [8, 8]

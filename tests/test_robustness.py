@@ -1,5 +1,4 @@
 """Faults lose nothing: oom, error, crash, hang, Ctrl-C and resume, each on CPU in a real `bench run`."""
-import json
 import os
 import signal
 import subprocess
@@ -84,7 +83,8 @@ def test_isolate_runs_each_point_in_its_own_worker(tmp_path):
     proc, rows = run_suite(tmp_path, ["pid"], "--isolate", ns=(4, 5, 6))
     assert proc.returncode == 0, proc.stderr
     assert len({r["worker_pid"] for r in rows}) == 3
-    proc, rows = run_suite(tmp_path / "x" if (tmp_path / "x").mkdir() is None else None, ["pid"], ns=(4, 5, 6))
+    (tmp_path / "again").mkdir()
+    proc, rows = run_suite(tmp_path / "again", ["pid"], ns=(4, 5, 6))
     assert len({r["worker_pid"] for r in rows}) == 1  # without --isolate one worker serves every point
 
 
@@ -152,13 +152,18 @@ def test_failing_or_hanging_rank_ends_the_point_and_leaves_no_process(tmp_path, 
     assert rank_processes(n) == []  # nothing left behind
 
 
-def test_world_size_above_gpu_count_is_skipped_on_cuda_only(tmp_path):
-    """On the CPU gloo ranks are processes, so any world size runs; the skip path is covered by Needs."""
-    from bench import registry
+def test_world_size_above_gpu_count_is_skipped_without_launching(monkeypatch, tmp_path):
+    from bench import registry, runner
+    from bench.execute import Case
+    from bench.registry import Needs
 
-    os.environ["BENCH_PLUGINS"] = "fault_impls"
-    comp = registry.get("collectives")
-    assert comp.world_size(comp.impls["torch"], {"op": "all_reduce", "mb": 1, "world_size": 4}) == 4
+    r = runner.Runner(runner.RunOptions(device="cuda", out=tmp_path / "r.jsonl"), log=lambda s: None)
+    r.env = {"gpu_count": 1}
+    monkeypatch.setattr(Needs, "unmet", lambda self, device: None)  # pretend CUDA is here, with one GPU
+    monkeypatch.setattr(subprocess, "Popen", lambda *a, **k: pytest.fail("no rank may start"))
+    case = Case("collectives", "torch", "fwd", {"op": "all_reduce", "mb": 1, "world_size": 2}, "bf16")
+    row = r._ranked(runner.Planned("s", case), registry.get("collectives"))
+    assert row == {"status": "skipped", "reason": "needs 2 GPUs, 1 visible"}
 
 
 def test_root_cause_skips_ranks_torchrun_stopped():
