@@ -11,10 +11,10 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import as_rows, reduction_programs, row_block
+from kernels._rows import MAX_BLOCK_FWD, as_rows, reduction_programs, row_block, tuned_warps
 
 
-
+@tuned_warps()
 @triton.jit
 def _layernorm_fwd_kernel(X, W, B, Y, MEAN, RSTD, stride_x, stride_y, n_cols, eps,
                           BLOCK: tl.constexpr, SINGLE: tl.constexpr):
@@ -55,6 +55,7 @@ def _layernorm_fwd_kernel(X, W, B, Y, MEAN, RSTD, stride_x, stride_y, n_cols, ep
     tl.store(RSTD + row, rstd)
 
 
+@tuned_warps()
 @triton.jit
 def _layernorm_bwd_kernel(X, W, DY, MEAN, RSTD, DX, DW_PARTIAL, DB_PARTIAL, stride_x, stride_dy, stride_dx,
                           n_rows, n_cols, rows_per_program, BLOCK: tl.constexpr, SINGLE: tl.constexpr):
@@ -127,8 +128,6 @@ def _layernorm_bwd_kernel(X, W, DY, MEAN, RSTD, DX, DW_PARTIAL, DB_PARTIAL, stri
             dx_row += stride_dx
 
 
-
-
 def layernorm_fwd(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float = 1e-5,
                   out: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """y, mean, rstd for x [..., dim], w and b [dim]; writes into `out` when given."""
@@ -142,10 +141,10 @@ def layernorm_fwd(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float 
     y2 = y.view(-1, n_cols)
     mean = torch.empty(n_rows, dtype=torch.float32, device=x.device)  # [rows]
     rstd = torch.empty(n_rows, dtype=torch.float32, device=x.device)  # [rows]
-    block, single, warps = row_block(n_cols)
+    block, single = row_block(n_cols, MAX_BLOCK_FWD)
     if n_rows:
         _layernorm_fwd_kernel[(n_rows,)](x2, w, b, y2, mean, rstd, x2.stride(0), y2.stride(0), n_cols, eps,
-                                         BLOCK=block, SINGLE=single, num_warps=warps)
+                                         BLOCK=block, SINGLE=single)
     return y, mean, rstd
 
 
@@ -154,14 +153,14 @@ def layernorm_bwd(dy, x, w, mean, rstd) -> tuple[torch.Tensor, torch.Tensor, tor
     x2, dy2 = as_rows(x), as_rows(dy)
     n_rows, n_cols = x2.shape
     dx = torch.empty_like(x2)
-    block, single, warps = row_block(n_cols)
+    block, single = row_block(n_cols)
     programs, rows_per_program = reduction_programs(n_rows, x.device)
-    dw_partial = torch.zeros(programs, n_cols, dtype=torch.float32, device=x.device)  # [programs, dim]
-    db_partial = torch.zeros(programs, n_cols, dtype=torch.float32, device=x.device)  # [programs, dim]
+    dw_partial = torch.empty(programs, n_cols, dtype=torch.float32, device=x.device)  # [programs, dim]
+    db_partial = torch.empty(programs, n_cols, dtype=torch.float32, device=x.device)  # [programs, dim]
     if n_rows:
         _layernorm_bwd_kernel[(programs,)](x2, w, dy2, mean, rstd, dx, dw_partial, db_partial, x2.stride(0),
                                            dy2.stride(0), dx.stride(0), n_rows, n_cols, rows_per_program,
-                                           BLOCK=block, SINGLE=single, num_warps=warps)
+                                           BLOCK=block, SINGLE=single)
     return dx.view_as(x), dw_partial.sum(0).to(w.dtype), db_partial.sum(0).to(w.dtype)
 
 

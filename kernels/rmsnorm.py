@@ -11,10 +11,10 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import as_rows, reduction_programs, row_block
+from kernels._rows import MAX_BLOCK_FWD, as_rows, reduction_programs, row_block, tuned_warps
 
 
-
+@tuned_warps()
 @triton.jit
 def _rmsnorm_fwd_kernel(X, W, Y, RSTD, stride_x, stride_y, n_rows, n_cols, eps,
                         BLOCK: tl.constexpr, SINGLE: tl.constexpr):
@@ -44,6 +44,7 @@ def _rmsnorm_fwd_kernel(X, W, Y, RSTD, stride_x, stride_y, n_rows, n_cols, eps,
     tl.store(RSTD + row, rstd)
 
 
+@tuned_warps()
 @triton.jit
 def _rmsnorm_bwd_kernel(X, W, DY, RSTD, DX, DW_PARTIAL, stride_x, stride_dy, stride_dx, n_rows, n_cols,
                         rows_per_program, BLOCK: tl.constexpr, SINGLE: tl.constexpr):
@@ -103,8 +104,6 @@ def _rmsnorm_bwd_kernel(X, W, DY, RSTD, DX, DW_PARTIAL, stride_x, stride_dy, str
             dx_row += stride_dx
 
 
-
-
 def rmsnorm_fwd(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6,
                 out: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """y, rstd for x [..., dim] and w [dim]; writes into `out` when given."""
@@ -117,10 +116,10 @@ def rmsnorm_fwd(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6,
         raise ValueError("out must be contiguous with the shape of x")
     y2 = y.view(-1, n_cols)
     rstd = torch.empty(n_rows, dtype=torch.float32, device=x.device)  # [rows]
-    block, single, warps = row_block(n_cols)
+    block, single = row_block(n_cols, MAX_BLOCK_FWD)
     if n_rows:
         _rmsnorm_fwd_kernel[(n_rows,)](x2, w, y2, rstd, x2.stride(0), y2.stride(0), n_rows, n_cols, eps,
-                                       BLOCK=block, SINGLE=single, num_warps=warps)
+                                       BLOCK=block, SINGLE=single)
     return y, rstd
 
 
@@ -129,13 +128,13 @@ def rmsnorm_bwd(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, rstd: torch.
     x2, dy2 = as_rows(x), as_rows(dy)
     n_rows, n_cols = x2.shape
     dx = torch.empty_like(x2)
-    block, single, warps = row_block(n_cols)
+    block, single = row_block(n_cols)
     programs, rows_per_program = reduction_programs(n_rows, x.device)
     dw_partial = torch.empty(programs, n_cols, dtype=torch.float32, device=x.device)  # [programs, dim]
     if n_rows:
         _rmsnorm_bwd_kernel[(programs,)](x2, w, dy2, rstd, dx, dw_partial, x2.stride(0), dy2.stride(0),
                                          dx.stride(0), n_rows, n_cols, rows_per_program,
-                                         BLOCK=block, SINGLE=single, num_warps=warps)
+                                         BLOCK=block, SINGLE=single)
     else:
         dw_partial.zero_()
     return dx.view_as(x), dw_partial.sum(0).to(w.dtype)

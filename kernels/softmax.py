@@ -10,10 +10,10 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import as_rows, row_block
+from kernels._rows import MAX_BLOCK_FWD, as_rows, row_block, tuned_warps
 
 
-
+@tuned_warps()
 @triton.jit
 def _softmax_fwd_kernel(X, Y, stride_x, stride_y, n_cols, BLOCK: tl.constexpr, SINGLE: tl.constexpr):
     row = tl.program_id(0)
@@ -45,6 +45,7 @@ def _softmax_fwd_kernel(X, Y, stride_x, stride_y, n_cols, BLOCK: tl.constexpr, S
             tl.store(y_ptr + cols, (tl.exp(x - row_max) / total).to(Y.dtype.element_ty), mask=mask)
 
 
+@tuned_warps()
 @triton.jit
 def _softmax_bwd_kernel(Y, DY, DX, stride_y, stride_dy, stride_dx, n_cols, BLOCK: tl.constexpr, SINGLE: tl.constexpr):
     row = tl.program_id(0)
@@ -75,8 +76,6 @@ def _softmax_bwd_kernel(Y, DY, DX, stride_y, stride_dy, stride_dx, n_cols, BLOCK
             tl.store(dx_ptr + cols, (y * (dy - dot)).to(DX.dtype.element_ty), mask=mask)
 
 
-
-
 def softmax_fwd(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     x2 = as_rows(x)  # [rows, dim]
     n_rows, n_cols = x2.shape
@@ -84,10 +83,9 @@ def softmax_fwd(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tenso
     if y.shape != x.shape or not y.is_contiguous():
         raise ValueError("out must be contiguous with the shape of x")
     y2 = y.view(-1, n_cols)
-    block, single, warps = row_block(n_cols)
+    block, single = row_block(n_cols, MAX_BLOCK_FWD)
     if n_rows and n_cols:
-        _softmax_fwd_kernel[(n_rows,)](x2, y2, x2.stride(0), y2.stride(0), n_cols, BLOCK=block, SINGLE=single,
-                                       num_warps=warps)
+        _softmax_fwd_kernel[(n_rows,)](x2, y2, x2.stride(0), y2.stride(0), n_cols, BLOCK=block, SINGLE=single)
     return y
 
 
@@ -95,10 +93,10 @@ def softmax_bwd(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     y2, dy2 = as_rows(y), as_rows(dy)
     n_rows, n_cols = y2.shape
     dx = torch.empty_like(y2)
-    block, single, warps = row_block(n_cols)
+    block, single = row_block(n_cols)
     if n_rows and n_cols:
         _softmax_bwd_kernel[(n_rows,)](y2, dy2, dx, y2.stride(0), dy2.stride(0), dx.stride(0), n_cols,
-                                       BLOCK=block, SINGLE=single, num_warps=warps)
+                                       BLOCK=block, SINGLE=single)
     return dx.view_as(y)
 
 
