@@ -12,9 +12,10 @@ from contextlib import nullcontext
 import torch
 import torch.nn.functional as F
 
-from bench.profiling import named
 from bench.dtypes import itemsize
+from bench.profiling import named
 from bench.registry import Cost, component
+from impls._compile import compile_fresh
 
 
 def make_inputs(point, dtype, device, seed):
@@ -132,5 +133,4 @@ def _sdpa_backend(point, dtype, device) -> str:
 
 @attention.impl("compile", description="torch.compile of the naive formula", factory=True)
 def compiled(point, dtype, device):
-    torch._dynamo.reset()
-    return torch.compile(functools.partial(attention_naive, ranges=False), dynamic=False)
+    return compile_fresh(functools.partial(attention_naive, ranges=False))

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from bench.dtypes import itemsize
 from bench.registry import Cost, component
+from impls._compile import compile_fresh
 
 EPS = 1e-5
 
@@ -89,8 +90,7 @@ def builtin(x, w, b):
 
 @layernorm.impl("compile", description="torch.compile of the eager formula", factory=True)
 def compiled(point, dtype, device):
-    torch._dynamo.reset()
-    return torch.compile(layernorm_eager, dynamic=False)
+    return compile_fresh(layernorm_eager)
 
 
 @layernorm.impl("triton", description="Triton kernels, fwd + bwd (dw, db via per-program partials)", triton=True,

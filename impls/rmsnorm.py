@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from bench.dtypes import itemsize
 from bench.registry import Cost, component
+from impls._compile import compile_fresh
 
 EPS = 1e-6
 
@@ -87,8 +88,7 @@ def builtin(x, w):
 
 @rmsnorm.impl("compile", description="torch.compile of the eager formula", factory=True)
 def compiled(point, dtype, device):
-    torch._dynamo.reset()  # a fresh compile per point: no recompile limit, compile time lands in this row
-    return torch.compile(rmsnorm_eager, dynamic=False)
+    return compile_fresh(rmsnorm_eager)
 
 
 @rmsnorm.impl("triton", description="Triton kernels, fwd + bwd (dw via per-program partials)", triton=True,

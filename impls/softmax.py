@@ -8,6 +8,7 @@ import torch
 
 from bench.dtypes import itemsize
 from bench.registry import Cost, component
+from impls._compile import compile_fresh
 
 
 def make_inputs(point, dtype, device, seed):
@@ -73,8 +74,7 @@ def builtin(x):
 
 @softmax.impl("compile", description="torch.compile of the eager formula", factory=True)
 def compiled(point, dtype, device):
-    torch._dynamo.reset()
-    return torch.compile(softmax_eager, dynamic=False)
+    return compile_fresh(softmax_eager)
 
 
 @softmax.impl("triton", description="Triton kernels: one-block rows in registers, long rows with online max",

@@ -1,4 +1,9 @@
-"""Launch helpers shared by the row-wise kernels (rmsnorm, layernorm, softmax)."""
+"""Launch helpers shared by the row-wise kernels (rmsnorm, layernorm, softmax).
+
+Each kernel takes a tile of ROWS rows x BLOCK columns per step: short rows (dim 768) are packed several to a
+program so every program moves enough bytes, long rows get one program (forward) or one step (backward) each.
+ROWS and num_warps are autotuned per row length and dtype.
+"""
 from __future__ import annotations
 
 import os
@@ -6,30 +11,47 @@ import os
 import torch
 import triton
 
-MAX_BLOCK = 8192  # elements of a row a backward kernel holds at once; longer rows are walked in chunks
-MAX_BLOCK_FWD = 16384  # forward kernels hold fewer arrays, so a 16K row still fits in registers
+MAX_BLOCK = 16384  # elements of a row held in registers at once; longer rows are walked in chunks of this size
 _INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
 
-def row_block(n_cols: int, max_block: int = MAX_BLOCK) -> tuple[int, bool]:
+def row_block(n_cols: int) -> tuple[int, bool]:
     """(BLOCK, whether a row fits one block) for rows of n_cols elements."""
-    block = min(triton.next_power_of_2(max(n_cols, 1)), max_block)
+    block = min(triton.next_power_of_2(max(n_cols, 1)), MAX_BLOCK)
     return block, n_cols <= block
 
 
-def _keep_sensible_warps(configs, named_args, **kwargs):
-    """Autotune prune: only warp counts that give each thread 2..64 elements of the block."""
+def _sensible(configs, named_args, **kwargs):
+    """Autotune prune: several rows per tile only when a row fits one block, tiles of at most 8K elements
+    (or one block), and warp counts that give each thread 4..32 elements of the tile."""
     block = kwargs.get("BLOCK", named_args.get("BLOCK"))
-    kept = [c for c in configs if 2 <= block // (32 * c.num_warps) <= 64]
-    return kept or [min(configs, key=lambda c: c.num_warps)]
+    single = kwargs.get("SINGLE", named_args.get("SINGLE"))
+
+    def fits(c):
+        rows, tile = c.kwargs["ROWS"], c.kwargs["ROWS"] * block
+        return ((rows == 1 or single) and tile <= max(block, 8192) and 4 <= tile // (32 * c.num_warps) <= 32)
+
+    kept = [c for c in configs if fits(c)]
+    return kept or [min(configs, key=lambda c: (c.kwargs["ROWS"], c.num_warps))]
 
 
-def tuned_warps(key: tuple[str, ...] = ("n_cols",)):
-    """triton.autotune over num_warps, keyed by the row length (and, implicitly, the dtypes); the CPU
-    interpreter gets one config."""
-    warps = (4,) if _INTERPRETED else (1, 2, 4, 8, 16, 32)
-    return triton.autotune(configs=[triton.Config({}, num_warps=w) for w in warps], key=list(key),
-                           prune_configs_by={"early_config_prune": _keep_sensible_warps})
+def _quick_bench(fn, quantiles=None, **_):
+    return triton.testing.do_bench(fn, warmup=5, rep=20, quantiles=quantiles)
+
+
+def tuned_rows(key: tuple[str, ...] = ("n_cols",)):
+    """triton.autotune over (ROWS, num_warps), keyed by the row length (and, implicitly, the dtypes). The CPU
+    interpreter gets one config with ROWS=2, so the tests exercise the row masks."""
+    if _INTERPRETED:
+        configs = [triton.Config({"ROWS": 2}, num_warps=4)]
+    else:
+        configs = [triton.Config({"ROWS": r}, num_warps=w) for r in (1, 2, 4, 8, 16) for w in (1, 2, 4, 8, 16, 32)]
+    return triton.autotune(configs=configs, key=list(key), prune_configs_by={"early_config_prune": _sensible},
+                           do_bench=_quick_bench)
+
+
+def row_grid(n_rows: int):
+    return lambda meta: (triton.cdiv(n_rows, meta["ROWS"]),)
 
 
 def as_rows(x: torch.Tensor) -> torch.Tensor:

@@ -11,87 +11,99 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import MAX_BLOCK_FWD, as_rows, reduction_programs, row_block, tuned_warps
+from kernels._rows import as_rows, reduction_programs, row_block, row_grid, tuned_rows
 
 
-@tuned_warps()
+@tuned_rows()
 @triton.jit
-def _layernorm_fwd_kernel(X, W, B, Y, MEAN, RSTD, stride_x, stride_y, n_cols, eps,
-                          BLOCK: tl.constexpr, SINGLE: tl.constexpr):
-    row = tl.program_id(0)
-    x_ptr = X + row.to(tl.int64) * stride_x
-    y_ptr = Y + row.to(tl.int64) * stride_y
-    if SINGLE:
+def _layernorm_fwd_kernel(X, W, B, Y, MEAN, RSTD, stride_x, stride_y, n_rows, n_cols, eps,
+                          BLOCK: tl.constexpr, SINGLE: tl.constexpr, ROWS: tl.constexpr):
+    first = tl.program_id(0) * ROWS
+    if SINGLE:  # a [ROWS, BLOCK] tile in registers
+        rows = first + tl.arange(0, ROWS)
         cols = tl.arange(0, BLOCK)
-        mask = cols < n_cols
-        x = tl.load(x_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-        mean = tl.sum(x, axis=0) / n_cols
-        xc = tl.where(mask, x - mean, 0.0)
-        rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=0) / n_cols + eps)
-        w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
-        b = tl.load(B + cols, mask=mask, other=0.0).to(tl.float32)
-        tl.store(y_ptr + cols, (xc * rstd * w + b).to(Y.dtype.element_ty), mask=mask)
-    else:
-        acc = tl.zeros([BLOCK], dtype=tl.float32)
-        for start in range(0, n_cols, BLOCK):
-            cols = start + tl.arange(0, BLOCK)
-            acc += tl.load(x_ptr + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
-        mean = tl.sum(acc, axis=0) / n_cols
-        acc = tl.zeros([BLOCK], dtype=tl.float32)
-        for start in range(0, n_cols, BLOCK):
-            cols = start + tl.arange(0, BLOCK)
-            mask = cols < n_cols
-            xc = tl.where(mask, tl.load(x_ptr + cols, mask=mask, other=0.0).to(tl.float32) - mean, 0.0)
-            acc += xc * xc
-        rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / n_cols + eps)
-        for start in range(0, n_cols, BLOCK):
-            cols = start + tl.arange(0, BLOCK)
-            mask = cols < n_cols
-            x = tl.load(x_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-            w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
-            b = tl.load(B + cols, mask=mask, other=0.0).to(tl.float32)
-            tl.store(y_ptr + cols, ((x - mean) * rstd * w + b).to(Y.dtype.element_ty), mask=mask)
-    tl.store(MEAN + row, mean)
-    tl.store(RSTD + row, rstd)
+        row_ok = rows < n_rows
+        col_ok = cols < n_cols
+        mask = row_ok[:, None] & col_ok[None, :]
+        rows64 = rows.to(tl.int64)[:, None]  # 64-bit: rows * stride can pass 2^31
+        x = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        mean = tl.sum(x, axis=1) / n_cols  # [ROWS]
+        xc = tl.where(mask, x - mean[:, None], 0.0)
+        rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=1) / n_cols + eps)  # [ROWS]
+        w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)
+        b = tl.load(B + cols, mask=col_ok, other=0.0).to(tl.float32)
+        y = xc * rstd[:, None] * w[None, :] + b[None, :]
+        tl.store(Y + rows64 * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
+        tl.store(MEAN + rows, mean, mask=row_ok)
+        tl.store(RSTD + rows, rstd, mask=row_ok)
+    else:  # long rows, one at a time, in chunks: mean, variance around it, output (later passes hit L2)
+        for i in range(ROWS):
+            row = first + i
+            if row < n_rows:
+                x_ptr = X + row.to(tl.int64) * stride_x
+                y_ptr = Y + row.to(tl.int64) * stride_y
+                acc = tl.zeros([BLOCK], dtype=tl.float32)
+                for start in range(0, n_cols, BLOCK):
+                    cols = start + tl.arange(0, BLOCK)
+                    acc += tl.load(x_ptr + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
+                mean = tl.sum(acc, axis=0) / n_cols
+                acc = tl.zeros([BLOCK], dtype=tl.float32)
+                for start in range(0, n_cols, BLOCK):
+                    cols = start + tl.arange(0, BLOCK)
+                    mask = cols < n_cols
+                    xc = tl.where(mask, tl.load(x_ptr + cols, mask=mask, other=0.0).to(tl.float32) - mean, 0.0)
+                    acc += xc * xc
+                rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / n_cols + eps)
+                for start in range(0, n_cols, BLOCK):
+                    cols = start + tl.arange(0, BLOCK)
+                    mask = cols < n_cols
+                    x = tl.load(x_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+                    w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+                    b = tl.load(B + cols, mask=mask, other=0.0).to(tl.float32)
+                    tl.store(y_ptr + cols, ((x - mean) * rstd * w + b).to(Y.dtype.element_ty), mask=mask)
+                tl.store(MEAN + row, mean)
+                tl.store(RSTD + row, rstd)
 
 
-@tuned_warps()
+@tuned_rows()
 @triton.jit
 def _layernorm_bwd_kernel(X, W, DY, MEAN, RSTD, DX, DW_PARTIAL, DB_PARTIAL, stride_x, stride_dy, stride_dx,
-                          n_rows, n_cols, rows_per_program, BLOCK: tl.constexpr, SINGLE: tl.constexpr):
+                          n_rows, n_cols, rows_per_program, BLOCK: tl.constexpr, SINGLE: tl.constexpr,
+                          ROWS: tl.constexpr):
     pid = tl.program_id(0)
     first = pid * rows_per_program
     last = tl.minimum(first + rows_per_program, n_rows)
     dw_ptr = DW_PARTIAL + pid.to(tl.int64) * n_cols
     db_ptr = DB_PARTIAL + pid.to(tl.int64) * n_cols
-    x_row = X + first.to(tl.int64) * stride_x
-    dy_row = DY + first.to(tl.int64) * stride_dy
-    dx_row = DX + first.to(tl.int64) * stride_dx
-    if SINGLE:
+    if SINGLE:  # walk this program's rows ROWS at a time, the dw/db partials in registers
         cols = tl.arange(0, BLOCK)
-        mask = cols < n_cols
-        w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
-        dw = tl.zeros([BLOCK], dtype=tl.float32)
-        db = tl.zeros([BLOCK], dtype=tl.float32)
-        for row in range(first, last):
-            x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
-            dy = tl.load(dy_row + cols, mask=mask, other=0.0).to(tl.float32)
-            mean = tl.load(MEAN + row)
-            rstd = tl.load(RSTD + row)
-            xhat = tl.where(mask, (x - mean) * rstd, 0.0)
-            g = dy * w
-            c1 = tl.sum(g, axis=0) / n_cols
-            c2 = tl.sum(g * xhat, axis=0) / n_cols
-            dx = rstd * (g - c1 - xhat * c2)
-            tl.store(dx_row + cols, dx.to(DX.dtype.element_ty), mask=mask)
+        col_ok = cols < n_cols
+        w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)
+        dw = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
+        db = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
+        for start in range(first, last, ROWS):
+            rows = start + tl.arange(0, ROWS)
+            row_ok = rows < last
+            mask = row_ok[:, None] & col_ok[None, :]
+            rows64 = rows.to(tl.int64)[:, None]
+            x = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            dy = tl.load(DY + rows64 * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            mean = tl.load(MEAN + rows, mask=row_ok, other=0.0)  # [ROWS]
+            rstd = tl.load(RSTD + rows, mask=row_ok, other=0.0)
+            xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
+            g = dy * w[None, :]
+            c1 = tl.sum(g, axis=1) / n_cols
+            c2 = tl.sum(g * xhat, axis=1) / n_cols
+            dx = rstd[:, None] * (g - c1[:, None] - xhat * c2[:, None])
+            tl.store(DX + rows64 * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask)
             dw += dy * xhat
             db += dy
-            x_row += stride_x
-            dy_row += stride_dy
-            dx_row += stride_dx
-        tl.store(dw_ptr + cols, dw, mask=mask)
-        tl.store(db_ptr + cols, db, mask=mask)
-    else:
+        tl.store(dw_ptr + cols, tl.sum(dw, axis=0), mask=col_ok)
+        tl.store(db_ptr + cols, tl.sum(db, axis=0), mask=col_ok)
+    else:  # long rows: two chunked passes a row, the partial rows in global memory (this program's own)
+        x_row = X + first.to(tl.int64) * stride_x  # advanced by one stride a row (64-bit from the start)
+        dy_row = DY + first.to(tl.int64) * stride_dy
+        dx_row = DX + first.to(tl.int64) * stride_dx
         for start in range(0, n_cols, BLOCK):
             cols = start + tl.arange(0, BLOCK)
             tl.store(dw_ptr + cols, tl.zeros([BLOCK], dtype=tl.float32), mask=cols < n_cols)
@@ -141,9 +153,9 @@ def layernorm_fwd(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float 
     y2 = y.view(-1, n_cols)
     mean = torch.empty(n_rows, dtype=torch.float32, device=x.device)  # [rows]
     rstd = torch.empty(n_rows, dtype=torch.float32, device=x.device)  # [rows]
-    block, single = row_block(n_cols, MAX_BLOCK_FWD)
+    block, single = row_block(n_cols)
     if n_rows:
-        _layernorm_fwd_kernel[(n_rows,)](x2, w, b, y2, mean, rstd, x2.stride(0), y2.stride(0), n_cols, eps,
+        _layernorm_fwd_kernel[row_grid(n_rows)](x2, w, b, y2, mean, rstd, x2.stride(0), y2.stride(0), n_rows, n_cols, eps,
                                          BLOCK=block, SINGLE=single)
     return y, mean, rstd
 

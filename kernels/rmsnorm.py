@@ -11,73 +11,81 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import MAX_BLOCK_FWD, as_rows, reduction_programs, row_block, tuned_warps
+from kernels._rows import as_rows, reduction_programs, row_block, row_grid, tuned_rows
 
 
-@tuned_warps()
+@tuned_rows()
 @triton.jit
 def _rmsnorm_fwd_kernel(X, W, Y, RSTD, stride_x, stride_y, n_rows, n_cols, eps,
-                        BLOCK: tl.constexpr, SINGLE: tl.constexpr):
-    row = tl.program_id(0)
-    x_ptr = X + row.to(tl.int64) * stride_x
-    y_ptr = Y + row.to(tl.int64) * stride_y
-    if SINGLE:
+                        BLOCK: tl.constexpr, SINGLE: tl.constexpr, ROWS: tl.constexpr):
+    first = tl.program_id(0) * ROWS
+    if SINGLE:  # a [ROWS, BLOCK] tile in registers
+        rows = first + tl.arange(0, ROWS)
         cols = tl.arange(0, BLOCK)
-        mask = cols < n_cols
-        x = tl.load(x_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-        rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
-        w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
-        tl.store(y_ptr + cols, (x * rstd * w).to(Y.dtype.element_ty), mask=mask)
-    else:
-        acc = tl.zeros([BLOCK], dtype=tl.float32)
-        for start in range(0, n_cols, BLOCK):
-            cols = start + tl.arange(0, BLOCK)
-            x = tl.load(x_ptr + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
-            acc += x * x
-        rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / n_cols + eps)
-        for start in range(0, n_cols, BLOCK):
-            cols = start + tl.arange(0, BLOCK)
-            mask = cols < n_cols
-            x = tl.load(x_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-            w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
-            tl.store(y_ptr + cols, (x * rstd * w).to(Y.dtype.element_ty), mask=mask)
-    tl.store(RSTD + row, rstd)
+        row_ok = rows < n_rows
+        mask = row_ok[:, None] & (cols[None, :] < n_cols)
+        rows64 = rows.to(tl.int64)[:, None]  # 64-bit: rows * stride can pass 2^31
+        x = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=1) / n_cols + eps)  # [ROWS]
+        w = tl.load(W + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
+        y = x * rstd[:, None] * w[None, :]
+        tl.store(Y + rows64 * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
+        tl.store(RSTD + rows, rstd, mask=row_ok)
+    else:  # long rows, one at a time, in chunks: sum of squares, then the output (the second pass hits L2)
+        for i in range(ROWS):
+            row = first + i
+            if row < n_rows:
+                x_ptr = X + row.to(tl.int64) * stride_x
+                y_ptr = Y + row.to(tl.int64) * stride_y
+                acc = tl.zeros([BLOCK], dtype=tl.float32)
+                for start in range(0, n_cols, BLOCK):
+                    cols = start + tl.arange(0, BLOCK)
+                    x = tl.load(x_ptr + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
+                    acc += x * x
+                rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / n_cols + eps)
+                for start in range(0, n_cols, BLOCK):
+                    cols = start + tl.arange(0, BLOCK)
+                    mask = cols < n_cols
+                    x = tl.load(x_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+                    w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+                    tl.store(y_ptr + cols, (x * rstd * w).to(Y.dtype.element_ty), mask=mask)
+                tl.store(RSTD + row, rstd)
 
 
-@tuned_warps()
+@tuned_rows()
 @triton.jit
 def _rmsnorm_bwd_kernel(X, W, DY, RSTD, DX, DW_PARTIAL, stride_x, stride_dy, stride_dx, n_rows, n_cols,
-                        rows_per_program, BLOCK: tl.constexpr, SINGLE: tl.constexpr):
+                        rows_per_program, BLOCK: tl.constexpr, SINGLE: tl.constexpr, ROWS: tl.constexpr):
     pid = tl.program_id(0)
     first = pid * rows_per_program
     last = tl.minimum(first + rows_per_program, n_rows)
     dw_ptr = DW_PARTIAL + pid.to(tl.int64) * n_cols
-    # Row pointers advance by one stride per row (64-bit from the start, as rows * stride can pass 2^31).
-    x_row = X + first.to(tl.int64) * stride_x
-    dy_row = DY + first.to(tl.int64) * stride_dy
-    dx_row = DX + first.to(tl.int64) * stride_dx
-    if SINGLE:
+    if SINGLE:  # walk this program's rows ROWS at a time, the dw partial in registers
         cols = tl.arange(0, BLOCK)
-        mask = cols < n_cols
-        w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
-        dw = tl.zeros([BLOCK], dtype=tl.float32)
-        for row in range(first, last):
-            x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
-            dy = tl.load(dy_row + cols, mask=mask, other=0.0).to(tl.float32)
-            rstd = tl.load(RSTD + row)
-            g = dy * w
-            c = tl.sum(g * x, axis=0) / n_cols
-            dx = rstd * (g - x * (rstd * rstd * c))
-            tl.store(dx_row + cols, dx.to(DX.dtype.element_ty), mask=mask)
-            dw += dy * x * rstd
-            x_row += stride_x
-            dy_row += stride_dy
-            dx_row += stride_dx
-        tl.store(dw_ptr + cols, dw, mask=mask)
-    else:
+        col_ok = cols < n_cols
+        w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)
+        dw = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
+        for start in range(first, last, ROWS):
+            rows = start + tl.arange(0, ROWS)
+            row_ok = rows < last
+            mask = row_ok[:, None] & col_ok[None, :]
+            rows64 = rows.to(tl.int64)[:, None]
+            x = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            dy = tl.load(DY + rows64 * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            rstd = tl.load(RSTD + rows, mask=row_ok, other=0.0)  # [ROWS]
+            g = dy * w[None, :]
+            c = tl.sum(g * x, axis=1) / n_cols
+            dx = rstd[:, None] * (g - x * (rstd * rstd * c)[:, None])
+            tl.store(DX + rows64 * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask)
+            dw += dy * x * rstd[:, None]
+        tl.store(dw_ptr + cols, tl.sum(dw, axis=0), mask=col_ok)
+    else:  # long rows: two chunked passes a row, the dw partial row in global memory (this program's own)
         for start in range(0, n_cols, BLOCK):
             cols = start + tl.arange(0, BLOCK)
             tl.store(dw_ptr + cols, tl.zeros([BLOCK], dtype=tl.float32), mask=cols < n_cols)
+        x_row = X + first.to(tl.int64) * stride_x  # advanced by one stride a row (64-bit from the start)
+        dy_row = DY + first.to(tl.int64) * stride_dy
+        dx_row = DX + first.to(tl.int64) * stride_dx
         for row in range(first, last):
             rstd = tl.load(RSTD + row)
             acc = tl.zeros([BLOCK], dtype=tl.float32)
@@ -116,9 +124,9 @@ def rmsnorm_fwd(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6,
         raise ValueError("out must be contiguous with the shape of x")
     y2 = y.view(-1, n_cols)
     rstd = torch.empty(n_rows, dtype=torch.float32, device=x.device)  # [rows]
-    block, single = row_block(n_cols, MAX_BLOCK_FWD)
+    block, single = row_block(n_cols)
     if n_rows:
-        _rmsnorm_fwd_kernel[(n_rows,)](x2, w, y2, rstd, x2.stride(0), y2.stride(0), n_rows, n_cols, eps,
+        _rmsnorm_fwd_kernel[row_grid(n_rows)](x2, w, y2, rstd, x2.stride(0), y2.stride(0), n_rows, n_cols, eps,
                                        BLOCK=block, SINGLE=single)
     return y, rstd
 

@@ -62,3 +62,4 @@ def test_row_sliced_check_records_slice():
     assert result.ok, result.reason
     assert "checked rows [0:" in result.note and "of 64" in result.note
     assert "gradients of w not checked" in result.note
+
