@@ -134,3 +134,11 @@ def _sdpa_backend(point, dtype, device) -> str:
 @attention.impl("compile", description="torch.compile of the naive formula", factory=True)
 def compiled(point, dtype, device):
     return compile_fresh(functools.partial(attention_naive, ranges=False))
+
+
+@attention.impl("triton", description="FlashAttention-2 in Triton: online-softmax forward saving the logsumexp, "
+                "backward recomputing P (dK/dV and dQ kernels), autotuned tiles", triton=True)
+def triton_flash(q, k, v, causal):
+    from kernels.attention import flash_attention
+
+    return flash_attention(q, k, v, causal)

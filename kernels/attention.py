@@ -1,0 +1,335 @@
+"""FlashAttention-2 in Triton: softmax(Q K^T / sqrt(d) [+ causal mask]) V for q, k, v [batch, heads, seq, head_dim].
+
+Forward: one program per (BLOCK_M query rows, batch x head); it walks the key/value blocks with an online
+softmax in base 2 (running max m, running sum l, rescaled accumulator) and saves the logsumexp (base 2) per row.
+The scores never leave registers. Key blocks below the diagonal (causal) or inside the sequence run without
+masks; only the diagonal / last partial block is masked.
+
+Backward recomputes the probabilities from the saved logsumexp: delta = rowsum(O * dO) first, then one kernel
+per key block accumulating dK and dV over the query blocks that see it, and one per query block accumulating
+dQ over its key blocks (two kernels instead of atomics). Any seq length (masked edges), head_dim 16..128 (padded
+to a power of two), bf16 / fp16 with fp32 accumulation, fp32 with exact (IEEE) products. Tiles are autotuned.
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+# The CPU interpreter computes tl.dot on bf16 operands wrongly (see kernels/matmul.py); there, operands are upcast
+# to fp32 first (bf16 values are exact in fp32) and one small config is used.
+_INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
+LOG2E = 1.4426950408889634
+
+
+def _configs(pairs, warps=(4, 8), stages=(2, 3)):
+    if _INTERPRETED:
+        return [triton.Config({"BM": 16, "BN": 16}, num_warps=4, num_stages=1)]
+    return [triton.Config({"BM": m, "BN": n}, num_warps=w, num_stages=s) for m, n in pairs for w in warps
+            for s in stages]
+
+
+def _fwd_prune(configs, named_args, **kwargs):
+    """The forward's causal split needs BM a multiple of BN; 128-wide tiles at head_dim 128 in fp32 spill."""
+    d = kwargs.get("HEAD_DIM", named_args.get("HEAD_DIM"))
+    fp32 = named_args["Q"].dtype == torch.float32
+    kept = [c for c in configs if c.kwargs["BM"] % c.kwargs["BN"] == 0
+            and not (fp32 and d >= 128 and c.kwargs["BM"] * c.kwargs["BN"] > 64 * 64)]
+    return kept or configs[:1]
+
+
+def _bwd_prune(configs, named_args, **kwargs):
+    d = kwargs.get("HEAD_DIM", named_args.get("HEAD_DIM"))
+    fp32 = named_args["Q"].dtype == torch.float32
+    kept = [c for c in configs if not ((fp32 or d >= 128) and c.kwargs["BM"] * c.kwargs["BN"] > 64 * 64)]
+    return kept or configs[:1]
+
+
+def _quick_bench(fn, quantiles=None, **_):
+    return triton.testing.do_bench(fn, warmup=5, rep=25, quantiles=quantiles)
+
+
+@triton.jit
+def _fwd_block(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, lo, hi, offs_m, offs_n, offs_d, S, qk_scale,
+               D: tl.constexpr, HEAD_DIM: tl.constexpr, BN: tl.constexpr, MASKED: tl.constexpr,
+               CAUSAL: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
+    """Online softmax over key blocks [lo, hi); MASKED applies the sequence end and (CAUSAL) the diagonal."""
+    d_ok = offs_d < D
+    for start in range(lo, hi, BN):
+        cols = start + offs_n
+        if MASKED:
+            kt = tl.load(k_base + cols[None, :].to(tl.int64) * stride_kn + offs_d[:, None],
+                         mask=(cols[None, :] < S) & d_ok[:, None], other=0.0)  # [HEAD_DIM, BN]
+            v = tl.load(v_base + cols[:, None].to(tl.int64) * stride_vn + offs_d[None, :],
+                        mask=(cols[:, None] < S) & d_ok[None, :], other=0.0)  # [BN, HEAD_DIM]
+        else:
+            kt = tl.load(k_base + cols[None, :].to(tl.int64) * stride_kn + offs_d[:, None], mask=d_ok[:, None],
+                         other=0.0)
+            v = tl.load(v_base + cols[:, None].to(tl.int64) * stride_vn + offs_d[None, :], mask=d_ok[None, :],
+                        other=0.0)
+        if UPCAST:
+            kt = kt.to(tl.float32)
+            v = v.to(tl.float32)
+        qk = tl.dot(q, kt, input_precision=PRECISION) * qk_scale  # [BM, BN], base-2 logits
+        if MASKED:
+            keep = cols[None, :] < S
+            if CAUSAL:
+                keep = keep & (offs_m[:, None] >= cols[None, :])
+            qk = tl.where(keep, qk, -float("inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        p = tl.math.exp2(qk - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@triton.autotune(configs=_configs([(128, 64), (128, 128), (64, 64), (128, 32), (64, 32)], stages=(2, 3, 4)),
+                 key=["S", "HEAD_DIM", "CAUSAL"], prune_configs_by={"early_config_prune": _fwd_prune},
+                 do_bench=_quick_bench)
+@triton.jit
+def _fwd_kernel(Q, K, V, O, LSE, stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
+                stride_vb, stride_vh, stride_vs, stride_ob, stride_oh, stride_os, H, S, qk_scale,
+                D: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
+                PRECISION: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+    start_m = tl.program_id(0) * BM
+    bh = tl.program_id(1)
+    b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)
+    offs_m = start_m + tl.arange(0, BM)
+    offs_n = tl.arange(0, BN)
+    offs_d = tl.arange(0, HEAD_DIM)
+    row_ok = offs_m < S
+    d_ok = offs_d < D
+    q_base = Q + b * stride_qb + h * stride_qh
+    q = tl.load(q_base + offs_m[:, None].to(tl.int64) * stride_qs + offs_d[None, :],
+                mask=row_ok[:, None] & d_ok[None, :], other=0.0)  # [BM, HEAD_DIM]
+    if UPCAST:
+        q = q.to(tl.float32)
+    k_base = K + b * stride_kb + h * stride_kh
+    v_base = V + b * stride_vb + h * stride_vh
+    m_i = tl.full([BM], -float("inf"), dtype=tl.float32)
+    l_i = tl.zeros([BM], dtype=tl.float32)
+    acc = tl.zeros([BM, HEAD_DIM], dtype=tl.float32)
+    if CAUSAL:  # blocks left of this row block need no mask; the diagonal block(s) do
+        full_end = start_m
+        end = tl.minimum(start_m + BM, S)
+    else:  # every block but a partial last one
+        full_end = (S // BN) * BN
+        end = S
+    acc, l_i, m_i = _fwd_block(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_vs, 0, full_end, offs_m, offs_n,
+                               offs_d, S, qk_scale, D, HEAD_DIM, BN, False, CAUSAL, UPCAST, PRECISION)
+    acc, l_i, m_i = _fwd_block(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_vs, full_end, end, offs_m,
+                               offs_n, offs_d, S, qk_scale, D, HEAD_DIM, BN, True, CAUSAL, UPCAST, PRECISION)
+    o = acc / l_i[:, None]
+    o_base = O + b * stride_ob + h * stride_oh
+    tl.store(o_base + offs_m[:, None].to(tl.int64) * stride_os + offs_d[None, :], o.to(O.dtype.element_ty),
+             mask=row_ok[:, None] & d_ok[None, :])
+    tl.store(LSE + bh.to(tl.int64) * S + offs_m, m_i + tl.math.log2(l_i), mask=row_ok)
+
+
+@triton.jit
+def _delta_kernel(O, DO, DELTA, stride_ob, stride_oh, stride_os, stride_db, stride_dh, stride_ds, H, S,
+                  D: tl.constexpr, HEAD_DIM: tl.constexpr, BM: tl.constexpr):
+    """delta = rowsum(O * dO) per query row, fp32."""
+    bh = tl.program_id(1)
+    b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)
+    offs_m = tl.program_id(0) * BM + tl.arange(0, BM)
+    offs_d = tl.arange(0, HEAD_DIM)
+    mask = (offs_m < S)[:, None] & (offs_d < D)[None, :]
+    rows = offs_m[:, None].to(tl.int64)
+    o = tl.load(O + b * stride_ob + h * stride_oh + rows * stride_os + offs_d[None, :], mask=mask, other=0.0)
+    do = tl.load(DO + b * stride_db + h * stride_dh + rows * stride_ds + offs_d[None, :], mask=mask, other=0.0)
+    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), axis=1)
+    tl.store(DELTA + bh.to(tl.int64) * S + offs_m, delta, mask=offs_m < S)
+
+
+@triton.autotune(configs=_configs([(32, 64), (64, 64), (32, 128), (64, 128)]), key=["S", "HEAD_DIM", "CAUSAL"],
+                 prune_configs_by={"early_config_prune": _bwd_prune}, do_bench=_quick_bench)
+@triton.jit
+def _dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
+                 stride_vb, stride_vh, stride_vs, stride_gb, stride_gh, stride_gs, H, S, qk_scale, sm_scale,
+                 D: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
+                 PRECISION: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+    """dV = P^T dO and dK = dS^T Q * scale for one block of BN keys, over the query blocks that see them.
+    dO, dK and dV share strides (stride_g*): they are made contiguous like q."""
+    start_n = tl.program_id(0) * BN
+    bh = tl.program_id(1)
+    b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)
+    offs_n = start_n + tl.arange(0, BN)
+    offs_m = tl.arange(0, BM)
+    offs_d = tl.arange(0, HEAD_DIM)
+    d_ok = offs_d < D
+    kv_mask = (offs_n < S)[:, None] & d_ok[None, :]
+    k = tl.load(K + b * stride_kb + h * stride_kh + offs_n[:, None].to(tl.int64) * stride_ks + offs_d[None, :],
+                mask=kv_mask, other=0.0)  # [BN, HEAD_DIM]
+    v = tl.load(V + b * stride_vb + h * stride_vh + offs_n[:, None].to(tl.int64) * stride_vs + offs_d[None, :],
+                mask=kv_mask, other=0.0)
+    if UPCAST:
+        k = k.to(tl.float32)
+        v = v.to(tl.float32)
+    q_base = Q + b * stride_qb + h * stride_qh
+    do_base = DO + b * stride_gb + h * stride_gh
+    stats = bh.to(tl.int64) * S
+    dk = tl.zeros([BN, HEAD_DIM], dtype=tl.float32)
+    dv = tl.zeros([BN, HEAD_DIM], dtype=tl.float32)
+    lo = (start_n // BM) * BM if CAUSAL else 0  # queries above the diagonal never see these keys
+    for start in range(lo, S, BM):
+        rows = start + offs_m
+        row_ok = rows < S
+        q_mask = row_ok[:, None] & d_ok[None, :]
+        q = tl.load(q_base + rows[:, None].to(tl.int64) * stride_qs + offs_d[None, :], mask=q_mask, other=0.0)
+        do = tl.load(do_base + rows[:, None].to(tl.int64) * stride_gs + offs_d[None, :], mask=q_mask, other=0.0)
+        if UPCAST:
+            q = q.to(tl.float32)
+            do = do.to(tl.float32)
+        lse = tl.load(LSE + stats + rows, mask=row_ok, other=0.0)
+        delta = tl.load(DELTA + stats + rows, mask=row_ok, other=0.0)
+        qkt = tl.dot(k, tl.trans(q), input_precision=PRECISION)  # [BN, BM]
+        pt = tl.math.exp2(qkt * qk_scale - lse[None, :])
+        keep = row_ok[None, :]
+        if CAUSAL:
+            keep = keep & (rows[None, :] >= offs_n[:, None])
+        pt = tl.where(keep, pt, 0.0)
+        dv += tl.dot(pt.to(do.dtype), do, input_precision=PRECISION)
+        dpt = tl.dot(v, tl.trans(do), input_precision=PRECISION)  # [BN, BM]
+        dst = pt * (dpt - delta[None, :])
+        dk += tl.dot(dst.to(q.dtype), q, input_precision=PRECISION)
+    g_base = b * stride_gb + h * stride_gh + offs_n[:, None].to(tl.int64) * stride_gs + offs_d[None, :]
+    tl.store(DK + g_base, (dk * sm_scale).to(DK.dtype.element_ty), mask=kv_mask)
+    tl.store(DV + g_base, dv.to(DV.dtype.element_ty), mask=kv_mask)
+
+
+@triton.autotune(configs=_configs([(64, 32), (64, 64), (128, 32), (128, 64)]), key=["S", "HEAD_DIM", "CAUSAL"],
+                 prune_configs_by={"early_config_prune": _bwd_prune}, do_bench=_quick_bench)
+@triton.jit
+def _dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
+               stride_vb, stride_vh, stride_vs, stride_gb, stride_gh, stride_gs, H, S, qk_scale, sm_scale,
+               D: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
+               PRECISION: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+    """dQ = dS K * scale for one block of BM queries, over the key blocks they see."""
+    start_m = tl.program_id(0) * BM
+    bh = tl.program_id(1)
+    b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)
+    offs_m = start_m + tl.arange(0, BM)
+    offs_n = tl.arange(0, BN)
+    offs_d = tl.arange(0, HEAD_DIM)
+    d_ok = offs_d < D
+    row_ok = offs_m < S
+    q_mask = row_ok[:, None] & d_ok[None, :]
+    q = tl.load(Q + b * stride_qb + h * stride_qh + offs_m[:, None].to(tl.int64) * stride_qs + offs_d[None, :],
+                mask=q_mask, other=0.0)  # [BM, HEAD_DIM]
+    do = tl.load(DO + b * stride_gb + h * stride_gh + offs_m[:, None].to(tl.int64) * stride_gs + offs_d[None, :],
+                 mask=q_mask, other=0.0)
+    if UPCAST:
+        q = q.to(tl.float32)
+        do = do.to(tl.float32)
+    stats = bh.to(tl.int64) * S
+    lse = tl.load(LSE + stats + offs_m, mask=row_ok, other=0.0)
+    delta = tl.load(DELTA + stats + offs_m, mask=row_ok, other=0.0)
+    k_base = K + b * stride_kb + h * stride_kh
+    v_base = V + b * stride_vb + h * stride_vh
+    dq = tl.zeros([BM, HEAD_DIM], dtype=tl.float32)
+    hi = tl.minimum(start_m + BM, S) if CAUSAL else S  # keys right of the diagonal are never seen
+    for start in range(0, hi, BN):
+        cols = start + offs_n
+        kv_mask = (cols < S)[:, None] & d_ok[None, :]
+        k = tl.load(k_base + cols[:, None].to(tl.int64) * stride_ks + offs_d[None, :], mask=kv_mask, other=0.0)
+        v = tl.load(v_base + cols[:, None].to(tl.int64) * stride_vs + offs_d[None, :], mask=kv_mask, other=0.0)
+        if UPCAST:
+            k = k.to(tl.float32)
+            v = v.to(tl.float32)
+        qk = tl.dot(q, tl.trans(k), input_precision=PRECISION)  # [BM, BN]
+        p = tl.math.exp2(qk * qk_scale - lse[:, None])
+        keep = (cols < S)[None, :] & row_ok[:, None]
+        if CAUSAL:
+            keep = keep & (offs_m[:, None] >= cols[None, :])
+        p = tl.where(keep, p, 0.0)
+        dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)  # [BM, BN]
+        ds = p * (dp - delta[:, None])
+        dq += tl.dot(ds.to(k.dtype), k, input_precision=PRECISION)
+    tl.store(DQ + b * stride_gb + h * stride_gh + offs_m[:, None].to(tl.int64) * stride_gs + offs_d[None, :],
+             (dq * sm_scale).to(DQ.dtype.element_ty), mask=q_mask)
+
+
+def _check(q, k, v):
+    if q.dim() != 4 or q.shape != k.shape or q.shape != v.shape:
+        raise ValueError(f"q, k, v must share one [batch, heads, seq, head_dim] shape; got {tuple(q.shape)}, "
+                         f"{tuple(k.shape)}, {tuple(v.shape)}")
+    if not 1 <= q.shape[-1] <= 128:
+        raise ValueError(f"head_dim {q.shape[-1]} is outside 1..128")
+    if q.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+        raise ValueError(f"dtype {q.dtype} is not supported (fp32, bf16, fp16)")
+
+
+def _unit_last(t: torch.Tensor) -> torch.Tensor:
+    return t if t.stride(-1) == 1 else t.contiguous()
+
+
+def _meta(q: torch.Tensor) -> dict:
+    d = q.shape[-1]
+    return dict(D=d, HEAD_DIM=max(16, triton.next_power_of_2(d)),
+                UPCAST=_INTERPRETED and q.dtype != torch.float32,
+                PRECISION="ieee" if q.dtype == torch.float32 else "tf32")
+
+
+def flash_attention_fwd(q, k, v, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """o [B, H, S, D] and the base-2 logsumexp [B*H, S] (fp32) of the scaled scores."""
+    _check(q, k, v)
+    q, k, v = _unit_last(q), _unit_last(k), _unit_last(v)
+    bsz, heads, seq, _ = q.shape
+    o = torch.empty_like(q, memory_format=torch.contiguous_format)
+    lse = torch.empty(bsz * heads, seq, dtype=torch.float32, device=q.device)  # [B*H, S]
+    if q.numel() == 0:
+        return o, lse
+    sm_scale = 1.0 / math.sqrt(q.shape[-1])
+    grid = lambda meta: (triton.cdiv(seq, meta["BM"]), bsz * heads)
+    _fwd_kernel[grid](q, k, v, o, lse, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], heads, seq,
+                      sm_scale * LOG2E, CAUSAL=causal, **_meta(q))
+    return o, lse
+
+
+def flash_attention_bwd(do, q, k, v, o, lse, causal: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    q, k, v = _unit_last(q), _unit_last(k), _unit_last(v)
+    do = do.contiguous()
+    bsz, heads, seq, d = q.shape
+    dq, dk, dv = (torch.empty_like(do) for _ in range(3))  # contiguous, strides of do
+    if q.numel() == 0:
+        return dq, dk, dv
+    meta = _meta(q)
+    delta = torch.empty_like(lse)  # [B*H, S]
+    _delta_kernel[(triton.cdiv(seq, 64), bsz * heads)](o, do, delta, *o.stride()[:3], *do.stride()[:3], heads, seq,
+                                                         D=d, HEAD_DIM=meta["HEAD_DIM"], BM=64)
+    sm_scale = 1.0 / math.sqrt(d)
+    args = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], heads, seq, sm_scale * LOG2E,
+            sm_scale)
+    _dkdv_kernel[lambda m: (triton.cdiv(seq, m["BN"]), bsz * heads)](q, k, v, do, lse, delta, dk, dv, *args,
+                                                                      CAUSAL=causal, **meta)
+    _dq_kernel[lambda m: (triton.cdiv(seq, m["BM"]), bsz * heads)](q, k, v, do, lse, delta, dq, *args,
+                                                                    CAUSAL=causal, **meta)
+    return dq, dk, dv
+
+
+class FlashAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, causal):
+        o, lse = flash_attention_fwd(q, k, v, causal)
+        ctx.save_for_backward(q, k, v, o, lse)
+        ctx.causal = causal
+        return o
+
+    @staticmethod
+    def backward(ctx, do):
+        q, k, v, o, lse = ctx.saved_tensors
+        dq, dk, dv = flash_attention_bwd(do, q, k, v, o, lse, ctx.causal)
+        return dq, dk, dv, None
+
+
+def flash_attention(q, k, v, causal: bool = False) -> torch.Tensor:
+    """Differentiable attention over q, k, v [batch, heads, seq, head_dim]."""
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        return FlashAttention.apply(q, k, v, causal)
+    return flash_attention_fwd(q, k, v, causal)[0]
