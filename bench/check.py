@@ -101,24 +101,33 @@ class Reference:
                  budget_bytes: int | None = None):
         self.comp, self.mode, self.seed = comp, mode, seed
         self.tdtype = inputs_dtype(inputs)
-        self.rows: int | None = None
-        self.total_rows = 0
+        self.index: tuple[slice, ...] | None = None  # the leading slice checked when the whole would not fit
+        self.lead: tuple[int, ...] = ()  # the full sizes of the sliced leading dims
         self.note = ""
         self.scales: dict = {}
         budget = budget_bytes if budget_bytes is not None else reference_budget(device)
-        need = comp.cost(point, "fp64", "fwd").bytes * (3 if mode == "fwd" else 6)
+        need = (comp.reference_bytes(point, mode) if comp.reference_bytes
+                else comp.cost(point, "fp64", "fwd").bytes * (3 if mode == "fwd" else 6))
         if need > budget and comp.row_sliced:
-            total = self.total_rows = inputs[comp.row_sliced[0]].shape[0]
-            self.rows = max(1, int(total * budget / need))
+            shape = inputs[comp.row_sliced[0]].shape
+            per_row = need / shape[0]
+            if per_row <= budget or comp.slice_dims < 2:
+                rows = max(1, int(budget / per_row))
+                self.index, self.lead = (slice(0, rows),), (shape[0],)
+                self.note = f"checked rows [0:{rows}) of {shape[0]} (float64 reference too large)"
+            else:
+                cols = max(1, int(shape[1] * budget / per_row))
+                self.index, self.lead = (slice(0, 1), slice(0, cols)), (shape[0], shape[1])
+                self.note = (f"checked [0:1, 0:{cols}) of the leading [{shape[0]}, {shape[1]}] "
+                             "(float64 reference too large)")
             skipped = [g for g in comp.grad_inputs if g not in comp.row_local_grads]
-            self.note = f"checked rows [0:{self.rows}) of {total} (float64 reference too large)"
             if mode != "fwd" and skipped:
                 self.note += f"; gradients of {', '.join(skipped)} not checked"
         ins = self._slice(inputs)
         ref_in = {k: (v.detach().to(torch.float64).requires_grad_(k in comp.grad_inputs and mode != "fwd")
                       if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
                   for k, v in ins.items()}
-        self.grad_names = [g for g in comp.grad_inputs if self.rows is None or g in comp.row_local_grads]
+        self.grad_names = [g for g in comp.grad_inputs if self.index is None or g in comp.row_local_grads]
         if mode == "fwd":
             with torch.no_grad():
                 self.outputs = as_tuple(comp.reference(**ref_in))
@@ -126,7 +135,7 @@ class Reference:
         elif mode in ("bwd", "fwd_bwd"):
             out = as_tuple(comp.reference(**ref_in))
             # The impl's grad_out is drawn over the whole output in its own dtype: draw the same, then slice.
-            go = [self._slice_tensor(grad_out(self._full_shape(o), self.tdtype, o.device, seed)).to(torch.float64)
+            go = [self._slice_tensor(grad_out(self.full_shape(o), self.tdtype, o.device, seed)).to(torch.float64)
                   for o in out]
             grads = torch.autograd.grad(out, [ref_in[g] for g in comp.grad_inputs], go, allow_unused=True)
             by_name = dict(zip(comp.grad_inputs, grads))
@@ -140,15 +149,16 @@ class Reference:
             self.grads = ()
 
     def _slice(self, inputs: dict) -> dict:
-        if self.rows is None:
+        if self.index is None:
             return inputs
-        return {k: (v[: self.rows] if k in self.comp.row_sliced else v) for k, v in inputs.items()}
+        return {k: (v[self.index] if k in self.comp.row_sliced else v) for k, v in inputs.items()}
 
-    def _full_shape(self, t: torch.Tensor) -> tuple[int, ...]:
-        return tuple(t.shape) if self.rows is None else (self.total_rows, *t.shape[1:])
+    def full_shape(self, t: torch.Tensor) -> tuple[int, ...]:
+        """The shape of the impl's tensor that `t` (a reference output) is the checked slice of."""
+        return (*self.lead, *t.shape[len(self.lead):])
 
     def _slice_tensor(self, t: torch.Tensor) -> torch.Tensor:
-        return t if self.rows is None else t[: self.rows]
+        return t if self.index is None else t[self.index]
 
     def tolerance(self, dtype: str, grad: bool) -> float:
         tols = (self.comp.grad_tolerance or self.comp.tolerance) if grad else self.comp.tolerance
@@ -225,7 +235,7 @@ def check_impl(comp: Component, impl_name: str, point: dict, dtype: str, mode: s
         inputs = comp.make_inputs(point, torch_dtype(dtype), device, seed)
         ref = Reference(comp, point, dtype, mode, inputs, device, seed, budget_bytes)
         out_like = tuple(o.to(torch_dtype(dtype)) for o in ref.outputs)
-        if ref.rows is not None:
-            out_like = tuple(torch.empty((ref.total_rows, *o.shape[1:]), dtype=o.dtype) for o in out_like)
+        if ref.index is not None:
+            out_like = tuple(torch.empty(ref.full_shape(o), dtype=o.dtype) for o in out_like)
         outputs, grads = run_for_check(impl, fn, comp, mode, inputs, device, seed, out_like)
         return ref.judge(dtype, outputs, grads)

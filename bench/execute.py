@@ -173,8 +173,8 @@ class Worker:
                 base_mem = torch.cuda.memory_allocated()
                 torch.cuda.reset_peak_memory_stats()
             out_like = tuple(o.to(torch_dtype(case.dtype)) for o in ref.outputs) if ref else ()
-            if ref is not None and ref.rows is not None:
-                out_like = tuple(torch.empty((ref.total_rows, *o.shape[1:]), dtype=o.dtype) for o in out_like)
+            if ref is not None and ref.index is not None:
+                out_like = tuple(torch.empty(ref.full_shape(o), dtype=o.dtype) for o in out_like)
             first_s = None
             if ref is not None:
                 t0 = wall_clock()

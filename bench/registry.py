@@ -125,6 +125,10 @@ class Component:
     # gradients that stay exact under that slice (row-local ones). See bench/check.py.
     row_sliced: tuple[str, ...] = ()
     row_local_grads: tuple[str, ...] = ()
+    slice_dims: int = 1  # 2: dim 1 is independent too (attention's heads), sliced when one dim-0 row is too big
+    # (point, mode) -> bytes the float64 reference needs, when its intermediates dwarf its inputs (attention's
+    # S x S scores); default: a few times the fp64 inputs and outputs
+    reference_bytes: Callable[[dict, str], int] | None = None
     # Multi-rank components run on every rank under torchrun (bench/distributed.py). Their contract differs:
     # make_inputs(point, dtype, device, seed, rank) and reference(point, dtype, seed, rank, world_size, n) ->
     # the first n elements this rank must end with, in float64. The world size is the point's `world_size`.

@@ -50,6 +50,12 @@ def reference(q, k, v, causal):
     return torch.softmax(reference_scores(q, k, causal), dim=-1) @ v
 
 
+def reference_bytes(point, mode):
+    """The float64 reference holds S x S scores, masked scores and probabilities (and their gradients)."""
+    b, h, s, d = point["batch"], point["heads"], point["seq"], point["head_dim"]
+    return 8 * b * h * (s * s * (3 if mode == "fwd" else 8) + 8 * s * d)
+
+
 def grad_scale(name, inputs, grad_outs):
     """dQ = dS K / sqrt(d) with dS = P * (dP - rowsum(P * dP)), dP = dO V^T: the terms that cancel are P * dP,
     so dQ's error is judged against ||(P * dP) K|| / sqrt(d) (and dK's against ||(P * dP)^T Q|| / sqrt(d)).
@@ -79,8 +85,10 @@ attention = component(
     dtypes=("fp32", "bf16", "fp16"),
     grad_inputs=("q", "k", "v"),
     baseline="naive",
-    row_sliced=("q", "k", "v"),  # batch is dim 0: each batch element is independent
+    row_sliced=("q", "k", "v"),  # batch (dim 0) and heads (dim 1) are independent
     row_local_grads=("q", "k", "v"),
+    slice_dims=2,
+    reference_bytes=reference_bytes,
 )
 
 

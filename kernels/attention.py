@@ -25,11 +25,11 @@ _INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 LOG2E = 1.4426950408889634
 
 
-def _configs(pairs, warps=(4, 8), stages=(2, 3)):
+def _configs(tiles):
+    """(BM, BN, num_warps, num_stages) tiles; few, as each costs a compile per head_dim and dtype."""
     if _INTERPRETED:
         return [triton.Config({"BM": 16, "BN": 16}, num_warps=4, num_stages=1)]
-    return [triton.Config({"BM": m, "BN": n}, num_warps=w, num_stages=s) for m, n in pairs for w in warps
-            for s in stages]
+    return [triton.Config({"BM": m, "BN": n}, num_warps=w, num_stages=s) for m, n, w, s in tiles]
 
 
 def _fwd_prune(configs, named_args, **kwargs):
@@ -88,7 +88,7 @@ def _fwd_block(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, lo, hi, o
     return acc, l_i, m_i
 
 
-@triton.autotune(configs=_configs([(128, 64), (128, 128), (64, 64), (128, 32), (64, 32)], stages=(2, 3, 4)),
+@triton.autotune(configs=_configs([(128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 3), (64, 64, 4, 3), (128, 32, 4, 3)]),
                  key=["S", "HEAD_DIM", "CAUSAL"], prune_configs_by={"early_config_prune": _fwd_prune},
                  do_bench=_quick_bench)
 @triton.jit
@@ -147,7 +147,8 @@ def _delta_kernel(O, DO, DELTA, stride_ob, stride_oh, stride_os, stride_db, stri
     tl.store(DELTA + bh.to(tl.int64) * S + offs_m, delta, mask=offs_m < S)
 
 
-@triton.autotune(configs=_configs([(32, 64), (64, 64), (32, 128), (64, 128)]), key=["S", "HEAD_DIM", "CAUSAL"],
+@triton.autotune(configs=_configs([(32, 128, 4, 2), (64, 64, 4, 2), (64, 128, 8, 2), (32, 64, 4, 3)]),
+                 key=["S", "HEAD_DIM", "CAUSAL"],
                  prune_configs_by={"early_config_prune": _bwd_prune}, do_bench=_quick_bench)
 @triton.jit
 def _dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
@@ -203,7 +204,8 @@ def _dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, stride_qb, stride_qh, stride_q
     tl.store(DV + g_base, dv.to(DV.dtype.element_ty), mask=kv_mask)
 
 
-@triton.autotune(configs=_configs([(64, 32), (64, 64), (128, 32), (128, 64)]), key=["S", "HEAD_DIM", "CAUSAL"],
+@triton.autotune(configs=_configs([(128, 32, 4, 2), (64, 64, 4, 2), (128, 64, 8, 2), (64, 32, 4, 3)]),
+                 key=["S", "HEAD_DIM", "CAUSAL"],
                  prune_configs_by={"early_config_prune": _bwd_prune}, do_bench=_quick_bench)
 @triton.jit
 def _dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,

@@ -63,3 +63,16 @@ def test_row_sliced_check_records_slice():
     assert "checked rows [0:" in result.note and "of 64" in result.note
     assert "gradients of w not checked" in result.note
 
+
+
+def test_head_sliced_check_for_attention():
+    """Attention's float64 reference grows with S^2: when one batch element is over budget, the check slices heads
+    too and says so."""
+    comp = registry.get("attention")
+    point = {"batch": 2, "heads": 4, "seq": 64, "head_dim": 16, "causal": True}
+    budget = 64 * 64 * 8 * 8 * 2  # two heads' worth of fwd_bwd intermediates, under one batch element's four
+    result = check_impl(comp, "sdpa", point, "fp32", "fwd_bwd", budget_bytes=budget)
+    assert result.ok, result.reason
+    assert "checked [0:1, 0:" in result.note and "of the leading [2, 4]" in result.note
+    result = check_impl(comp, "naive", point, "fp32", "fwd", budget_bytes=budget)
+    assert result.ok and "checked [0:1, 0:" in result.note
