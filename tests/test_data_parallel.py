@@ -1,0 +1,64 @@
+"""data_parallel on the CPU with 2 gloo ranks: every strategy trains the tiny tied LM (one frozen parameter) and
+ends where single-process training on the global batch ends; the memory model by hand."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import registry
+from impls import _model
+from impls import data_parallel as dp
+
+ROOT = Path(__file__).parent.parent
+
+
+def run_workers(tmp_path, names, mixed=False) -> dict:
+    out = tmp_path / "dp.json"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           str(ROOT / "tests" / "dp_worker.py"), str(out), ",".join(names), "mixed" if mixed else "fp32"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+@pytest.mark.slow
+def test_every_strategy_trains_like_one_process(tmp_path):
+    # FSDP1 needs an accelerator (a skipped row on the CPU); bucketed with one bucket per parameter and one bucket
+    on_cpu = [n for n in dp.STRATEGIES if n not in ("fsdp1", "bucketed")] + ["bucketed:0", "bucketed:1", "unsynced"]
+    report = run_workers(tmp_path, on_cpu)
+    assert set(report) == set(on_cpu)
+    assert report.pop("unsynced")["rel_err"] > 1e-3  # training without gradient sync ends elsewhere
+    for name, r in report.items():
+        assert r["moved"] > 1e-3, f"{name}: parameters did not move"
+        assert r["rel_err"] < 1e-5, f"{name}: {r['rel_err']:.2e} from single-process training"
+        assert r["frozen_still_ones"], f"{name}: the frozen parameter changed"
+
+
+@pytest.mark.slow
+def test_mixed_precision_strategies_stay_close(tmp_path):
+    report = run_workers(tmp_path, ["ddp", "bucketed:1", "zero1", "fsdp2"], mixed=True)
+    for name, r in report.items():
+        assert r["moved"] > 1e-3
+        assert r["rel_err"] < registry.get("data_parallel").tolerance["bf16"], name
+
+
+def test_memory_model_by_hand():
+    point = {"config": "xl", "batch": 4, "seq": 512, "world_size": 2, "bucket_mb": 25}
+    p = _model.CONFIGS["xl"].params()
+    ddp = dp.predict_memory(point, "fp32", "ddp", 2)
+    assert ddp["params"] == 4 * p and ddp["grads"] == 4 * p and ddp["optimizer"] == 8 * p and ddp["buckets"] == 4 * p
+    zero = dp.predict_memory(point, "fp32", "zero1", 2)
+    assert zero["optimizer"] == 4 * p and zero["params"] == 4 * p and "buckets" not in zero
+    fsdp = dp.predict_memory(point, "bf16", "fsdp2", 2)
+    assert fsdp["params"] == 2 * p and fsdp["grads"] == 2 * p and fsdp["optimizer"] == 4 * p
+    assert 0 < fsdp["unsharded"] < p  # a few blocks and the root, not the model
+    d, f, v, layers, tokens = 1600, 6400, 10_000, 48, 4 * 512
+    # per token and layer: 16 d fp32 (norm inputs, RoPE round trip) + 9 d and 4 f in the compute dtype; logits
+    assert ddp["activations"] == tokens * (layers * (16 * d + 9 * 4 * d + 4 * 4 * f) + 4 * v + 8 * v)
+    assert fsdp["activations"] == tokens * (layers * (16 * d + 9 * 2 * d + 4 * 2 * f) + 2 * v + 8 * v)
+    # sharding four ways shrinks what is sharded, nothing else
+    four = dp.predict_memory({**point, "world_size": 4}, "bf16", "fsdp2", 4)
+    assert four["optimizer"] == fsdp["optimizer"] / 2 and four["activations"] == fsdp["activations"]
