@@ -12,6 +12,7 @@ bf16 (autocast, or FSDP's param_dtype=bf16).
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -51,13 +52,11 @@ def flat_params(model) -> torch.Tensor:
 
 def reference(point, dtype, seed, rank, world, n):
     """The parameters after one step of single-process fp64 training on every rank's batch, first n."""
-    cfg = _model.CONFIGS[point["config"]]
     model = build_model(point, "cpu", torch.float64)
     tokens = torch.cat([make_inputs(point, dtype, "cpu", seed, r)["tokens"] for r in range(world)])
     opt = adamw([p for p in model.parameters() if p.requires_grad])
     _model.loss_fn(model, tokens).backward()
     opt.step()
-    del cfg
     return (flat_params(model).double()[:n],)
 
 
@@ -103,10 +102,11 @@ class Step:
     model: torch.nn.Module
     opt: torch.optim.Optimizer
     autocast: bool = False
-    sync: callable = None
-    after: callable = None
-    full_params: callable = None  # () -> flat fp32 parameters of the whole model (gathers sharded ones)
+    sync: Callable[[], None] | None = None
+    after: Callable[[], None] | None = None
+    full_params: Callable[[], torch.Tensor] | None = None  # flat fp32 parameters of the whole model (gathered)
     row_info: dict = field(default_factory=dict)
+    ranks_agree_only: bool = False  # set for models too big for the float64 reference: bench/distributed.py
 
     def __call__(self, tokens):
         cast = (torch.autocast(tokens.device.type, dtype=torch.bfloat16) if self.autocast
@@ -134,20 +134,27 @@ def trainable(model) -> list[torch.nn.Parameter]:
     return [p for p in model.parameters() if p.requires_grad]
 
 
-def _average(grads: list[torch.Tensor]) -> None:
-    flat = torch._utils._flatten_dense_tensors(grads)
-    dist.all_reduce(flat)
-    flat /= dist.get_world_size()
+def _copy_back(grads: list[torch.Tensor], flat: torch.Tensor) -> None:
     for g, synced in zip(grads, torch._utils._unflatten_dense_tensors(flat, grads)):
         g.copy_(synced)
 
 
-def apply_ddp(model, mixed: bool) -> Step:
+def _average(grads: list[torch.Tensor]) -> None:
+    flat = torch._utils._flatten_dense_tensors(grads)
+    dist.all_reduce(flat)
+    flat /= dist.get_world_size()
+    _copy_back(grads, flat)
+
+
+def _ddp(model):
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     dev = next(model.parameters()).device
-    ddp = DDP(model, device_ids=[dev.index] if dev.type == "cuda" else None)
-    return Step(ddp, adamw(trainable(model)), autocast=mixed, full_params=lambda: flat_params(model))
+    return DDP(model, device_ids=[dev.index] if dev.type == "cuda" else None)
+
+
+def apply_ddp(model, mixed: bool) -> Step:
+    return Step(_ddp(model), adamw(trainable(model)), autocast=mixed, full_params=lambda: flat_params(model))
 
 
 def apply_naive(model, mixed: bool) -> Step:
@@ -219,8 +226,7 @@ def apply_bucketed(model, mixed: bool, bucket_mb: int) -> Step:
         for grads, flat, work in pending:
             work.wait()
             flat /= ws
-            for g, synced in zip(grads, torch._utils._unflatten_dense_tensors(flat, grads)):
-                g.copy_(synced)
+            _copy_back(grads, flat)
         pending.clear()
         ready[:] = [0] * len(buckets)
 
@@ -247,8 +253,7 @@ def apply_zero1(model, mixed: bool) -> Step:
             flat = torch._utils._flatten_dense_tensors([p.data for p in owned[r]])
             dist.broadcast(flat, src=r)
             if r != rank:
-                for p, synced in zip(owned[r], torch._utils._unflatten_dense_tensors(flat, owned[r])):
-                    p.data.copy_(synced)
+                _copy_back([p.data for p in owned[r]], flat)
 
     def sync():
         _average([p.grad for p in params])
@@ -264,13 +269,10 @@ def apply_zero1(model, mixed: bool) -> Step:
 def apply_zero_torch(model, mixed: bool) -> Step:
     """torch's ZeroRedundancyOptimizer (AdamW state sharded) over DDP."""
     from torch.distributed.optim import ZeroRedundancyOptimizer
-    from torch.nn.parallel import DistributedDataParallel as DDP
 
-    dev = next(model.parameters()).device
-    ddp = DDP(model, device_ids=[dev.index] if dev.type == "cuda" else None)
     opt = ZeroRedundancyOptimizer(trainable(model), optimizer_class=torch.optim.AdamW, lr=LR, betas=BETAS,
                                   weight_decay=WEIGHT_DECAY)
-    return Step(ddp, opt, autocast=mixed, full_params=lambda: flat_params(model))
+    return Step(_ddp(model), opt, autocast=mixed, full_params=lambda: flat_params(model))
 
 
 def apply_fsdp1(model, mixed: bool) -> Step:
@@ -328,9 +330,10 @@ def _register(name: str, apply, description: str) -> None:
         step = apply(model, mixed, point["bucket_mb"]) if name == "bucketed" else apply(model, mixed)
         world = dist.get_world_size() if dist.is_initialized() else point["world_size"]
         mem = predict_memory(point, dtype, name, world)
-        step.row_info = {**step.row_info, "predicted_mem_bytes": int(sum(mem.values())),
+        step.row_info = {**step.row_info, "predicted_mem_bytes": int(peak_memory(mem)),
                          "predicted_mem": {k: int(v) for k, v in mem.items()}}
         if params_of(point) > REFERENCE_MAX_PARAMS:
+            step.ranks_agree_only = True
             step.row_info["check_note"] = (f"float64 reference not run ({params_of(point) / 1e6:.0f}M parameters): "
                                            "ranks checked to agree")
         return step
@@ -364,29 +367,40 @@ def activation_bytes(point, dtype) -> float:
 
 
 def predict_memory(point, dtype, strategy: str, world: int) -> dict[str, float]:
-    """Bytes per rank at the step's peak: parameters, gradients, AdamW's two moments (fp32), what the strategy
-    adds (DDP's gradient buckets, the flattened buffer, FSDP's unsharded blocks), and activations."""
+    """Bytes per rank by what holds them: parameters, gradients, AdamW's two moments (fp32), sharded by the
+    strategy; DDP's persistent gradient buckets; the flat gradient copies our flat/bucketed sync keeps until it
+    ends; foreach AdamW's temporary sqrt(v) (one fp32 tensor per parameter the rank steps); activations;
+    autocast's bf16 weight copies; FSDP's unsharded root and two blocks (current and prefetched) with their
+    gradients. `peak_memory` combines them by phase of the step."""
     cfg = _model.CONFIGS[point["config"]]
     p = cfg.params()
     block = 4 * cfg.d_model**2 + 3 * cfg.d_model * cfg.d_ff + 2 * cfg.d_model
-    shard = 1 / world
+    params_share = 1 / world if strategy in SHARDED_PARAMS else 1
+    optimizer_share = 1 / world if strategy in SHARDED_OPTIMIZER else 1
     mem = {
-        "params": 4 * p * (shard if strategy in SHARDED_PARAMS else 1),
-        "grads": 4 * p * (shard if strategy in SHARDED_PARAMS else 1),
-        "optimizer": 8 * p * (shard if strategy in SHARDED_OPTIMIZER else 1),
+        "params": 4 * p * params_share,
+        "grads": 4 * p * params_share,
+        "optimizer": 8 * p * optimizer_share,
+        "optimizer_temp": 4 * p * optimizer_share,
         "activations": activation_bytes(point, dtype),
     }
     if strategy in ("ddp", "zero_torch"):
-        mem["buckets"] = 4 * p  # DDP's flat gradient buckets beside .grad
-    elif strategy == "flat":
         mem["buckets"] = 4 * p
-    elif strategy == "bucketed":
-        mem["buckets"] = 4 * p  # every bucket's flat copy lives until the sync
+    elif strategy in ("flat", "bucketed", "zero1"):
+        mem["flat_copies"] = 4 * p
     elif strategy in SHARDED_PARAMS:
-        unsharded = 2 if dtype == "bf16" else 4
-        # the root (embedding + head) and two blocks (current + prefetched) unsharded, and their full gradients
-        root = p - cfg.n_layers * block
-        mem["unsharded"] = (root + 2 * block) * unsharded + (root + 2 * block) * 4
+        unsharded = (p - cfg.n_layers * block) + 2 * block
+        mem["unsharded"] = unsharded * (2 if dtype == "bf16" else 4) + unsharded * 4
     if dtype == "bf16" and strategy not in SHARDED_PARAMS:
-        mem["bf16_weights"] = 2 * p  # autocast's bf16 copies of the weights, cached for the step
+        mem["bf16_weights"] = 2 * p
     return mem
+
+
+def peak_memory(mem: dict[str, float]) -> float:
+    """The step's peak: parameters, optimizer state and DDP's buckets are always there; on top of them the largest
+    of the forward/backward phase (activations, bf16 weights, unsharded blocks), the gradient sync (gradients and
+    flat copies) and the optimizer step (gradients and AdamW's temporaries)."""
+    part = lambda *names: sum(mem.get(n, 0.0) for n in names)
+    always = part("params", "optimizer", "buckets")
+    return always + max(part("activations", "bf16_weights", "unsharded"), part("grads", "flat_copies"),
+                        part("grads", "optimizer_temp"))

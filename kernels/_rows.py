@@ -6,13 +6,12 @@ ROWS and num_warps are autotuned per row length and dtype.
 """
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 
+from kernels._autotune import INTERPRETED, quick_bench
+
 MAX_BLOCK = 16384  # elements of a row held in registers at once; longer rows are walked in chunks of this size
-_INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 def row_block(n_cols: int) -> tuple[int, bool]:
@@ -35,19 +34,16 @@ def _sensible(configs, named_args, **kwargs):
     return kept or [min(configs, key=lambda c: (c.kwargs["ROWS"], c.num_warps))]
 
 
-def _quick_bench(fn, quantiles=None, **_):
-    return triton.testing.do_bench(fn, warmup=5, rep=20, quantiles=quantiles)
-
 
 def tuned_rows(key: tuple[str, ...] = ("n_cols",)):
     """triton.autotune over (ROWS, num_warps), keyed by the row length (and, implicitly, the dtypes). The CPU
     interpreter gets one config with ROWS=2, so the tests exercise the row masks."""
-    if _INTERPRETED:
+    if INTERPRETED:
         configs = [triton.Config({"ROWS": 2}, num_warps=4)]
     else:
         configs = [triton.Config({"ROWS": r}, num_warps=w) for r in (1, 2, 4, 8, 16) for w in (1, 2, 4, 8, 16, 32)]
     return triton.autotune(configs=configs, key=list(key), prune_configs_by={"early_config_prune": _sensible},
-                           do_bench=_quick_bench)
+                           do_bench=quick_bench)
 
 
 def row_grid(n_rows: int):

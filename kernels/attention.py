@@ -13,21 +13,19 @@ to a power of two), bf16 / fp16 with fp32 accumulation, fp32 with exact (IEEE) p
 from __future__ import annotations
 
 import math
-import os
 
 import torch
 import triton
 import triton.language as tl
 
-# The CPU interpreter computes tl.dot on bf16 operands wrongly (see kernels/matmul.py); there, operands are upcast
-# to fp32 first (bf16 values are exact in fp32) and one small config is used.
-_INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
+from kernels._autotune import INTERPRETED, quick_bench
+
 LOG2E = 1.4426950408889634
 
 
 def _configs(tiles):
     """(BM, BN, num_warps, num_stages) tiles; few, as each costs a compile per head_dim and dtype."""
-    if _INTERPRETED:
+    if INTERPRETED:
         return [triton.Config({"BM": 16, "BN": 16}, num_warps=4, num_stages=1)]
     return [triton.Config({"BM": m, "BN": n}, num_warps=w, num_stages=s) for m, n, w, s in tiles]
 
@@ -47,9 +45,6 @@ def _bwd_prune(configs, named_args, **kwargs):
     kept = [c for c in configs if not ((fp32 or d >= 128) and c.kwargs["BM"] * c.kwargs["BN"] > 64 * 64)]
     return kept or configs[:1]
 
-
-def _quick_bench(fn, quantiles=None, **_):
-    return triton.testing.do_bench(fn, warmup=5, rep=25, quantiles=quantiles)
 
 
 @triton.jit
@@ -90,7 +85,7 @@ def _fwd_block(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, lo, hi, o
 
 @triton.autotune(configs=_configs([(128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 3), (64, 64, 4, 3), (128, 32, 4, 3)]),
                  key=["S", "HEAD_DIM", "CAUSAL"], prune_configs_by={"early_config_prune": _fwd_prune},
-                 do_bench=_quick_bench)
+                 do_bench=quick_bench)
 @triton.jit
 def _fwd_kernel(Q, K, V, O, LSE, stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
                 stride_vb, stride_vh, stride_vs, stride_ob, stride_oh, stride_os, H, S, qk_scale,
@@ -149,7 +144,7 @@ def _delta_kernel(O, DO, DELTA, stride_ob, stride_oh, stride_os, stride_db, stri
 
 @triton.autotune(configs=_configs([(32, 128, 4, 2), (64, 64, 4, 2), (64, 128, 8, 2), (32, 64, 4, 3)]),
                  key=["S", "HEAD_DIM", "CAUSAL"],
-                 prune_configs_by={"early_config_prune": _bwd_prune}, do_bench=_quick_bench)
+                 prune_configs_by={"early_config_prune": _bwd_prune}, do_bench=quick_bench)
 @triton.jit
 def _dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
                  stride_vb, stride_vh, stride_vs, stride_gb, stride_gh, stride_gs, H, S, qk_scale, sm_scale,
@@ -206,7 +201,7 @@ def _dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, stride_qb, stride_qh, stride_q
 
 @triton.autotune(configs=_configs([(128, 32, 4, 2), (64, 64, 4, 2), (128, 64, 8, 2), (64, 32, 4, 3)]),
                  key=["S", "HEAD_DIM", "CAUSAL"],
-                 prune_configs_by={"early_config_prune": _bwd_prune}, do_bench=_quick_bench)
+                 prune_configs_by={"early_config_prune": _bwd_prune}, do_bench=quick_bench)
 @triton.jit
 def _dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
                stride_vb, stride_vh, stride_vs, stride_gb, stride_gh, stride_gs, H, S, qk_scale, sm_scale,
@@ -274,7 +269,7 @@ def _unit_last(t: torch.Tensor) -> torch.Tensor:
 def _meta(q: torch.Tensor) -> dict:
     d = q.shape[-1]
     return dict(D=d, HEAD_DIM=max(16, triton.next_power_of_2(d)),
-                UPCAST=_INTERPRETED and q.dtype != torch.float32,
+                UPCAST=INTERPRETED and q.dtype != torch.float32,
                 PRECISION="ieee" if q.dtype == torch.float32 else "tf32")
 
 

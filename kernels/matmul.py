@@ -5,21 +5,15 @@ kernel on transposed views. Accumulates in fp32; `precision` picks tf32 or exact
 """
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 import triton.language as tl
 
-
-# NOTE: Triton 3.9's CPU interpreter returns garbage (rel err ~1e10) from tl.dot on bf16 operands; fp32 is
-# right. Under the interpreter only, operands are upcast first: bf16 products are exact in fp32, so the
-# numbers match what the GPU computes.
-_INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
+from kernels._autotune import INTERPRETED
 
 
 def _configs():
-    if _INTERPRETED:  # the CPU interpreter: one small config, no tuning
+    if INTERPRETED:  # the CPU interpreter: one small config, no tuning
         return [triton.Config({"BM": 32, "BN": 32, "BK": 32, "GROUP": 4}, num_warps=4, num_stages=1)]
     return [
         triton.Config({"BM": 128, "BN": 256, "BK": 64, "GROUP": 8}, num_warps=8, num_stages=3),
@@ -82,7 +76,7 @@ def matmul_fwd(a: torch.Tensor, b: torch.Tensor, precision: str = "ieee", out: t
     if M and N:
         grid = lambda meta: (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]),)
         _matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                             c.stride(0), c.stride(1), PRECISION=precision, UPCAST=_INTERPRETED and a.dtype != torch.float32)
+                             c.stride(0), c.stride(1), PRECISION=precision, UPCAST=INTERPRETED and a.dtype != torch.float32)
     return c
 
 

@@ -49,12 +49,13 @@ def test_memory_model_by_hand():
     point = {"config": "xl", "batch": 4, "seq": 512, "world_size": 2, "bucket_mb": 25}
     p = _model.CONFIGS["xl"].params()
     ddp = dp.predict_memory(point, "fp32", "ddp", 2)
-    assert ddp["params"] == 4 * p and ddp["grads"] == 4 * p and ddp["optimizer"] == 8 * p and ddp["buckets"] == 4 * p
+    assert ddp["params"] == ddp["grads"] == ddp["buckets"] == ddp["optimizer_temp"] == 4 * p
+    assert ddp["optimizer"] == 8 * p and "bf16_weights" not in ddp
     zero = dp.predict_memory(point, "fp32", "zero1", 2)
-    assert zero["optimizer"] == 4 * p and zero["params"] == 4 * p and "buckets" not in zero
+    assert zero["optimizer"] == 4 * p and zero["optimizer_temp"] == 2 * p and zero["params"] == 4 * p
     fsdp = dp.predict_memory(point, "bf16", "fsdp2", 2)
     assert fsdp["params"] == 2 * p and fsdp["grads"] == 2 * p and fsdp["optimizer"] == 4 * p
-    assert 0 < fsdp["unsharded"] < p  # a few blocks and the root, not the model
+    assert 0 < fsdp["unsharded"] < p and "bf16_weights" not in fsdp  # a few blocks and the root, not the model
     d, f, v, layers, tokens = 1600, 6400, 10_000, 48, 4 * 512
     # per token and layer: 16 d fp32 (norm inputs, RoPE round trip) + 9 d and 4 f in the compute dtype; logits
     assert ddp["activations"] == tokens * (layers * (16 * d + 9 * 4 * d + 4 * 4 * f) + 4 * v + 8 * v)
@@ -62,3 +63,29 @@ def test_memory_model_by_hand():
     # sharding four ways shrinks what is sharded, nothing else
     four = dp.predict_memory({**point, "world_size": 4}, "bf16", "fsdp2", 4)
     assert four["optimizer"] == fsdp["optimizer"] / 2 and four["activations"] == fsdp["activations"]
+
+
+def test_peak_is_the_largest_phase():
+    mem = {"params": 10, "optimizer": 20, "buckets": 10, "grads": 10, "optimizer_temp": 10, "activations": 5,
+           "bf16_weights": 5, "flat_copies": 0}
+    assert dp.peak_memory(mem) == 40 + 20  # the optimizer step: grads + temporaries
+    assert dp.peak_memory({**mem, "activations": 50}) == 40 + 55  # forward
+    assert dp.peak_memory({**mem, "flat_copies": 30}) == 40 + 40  # gradient sync
+
+
+@pytest.mark.slow
+def test_bench_run_data_parallel_rows(tmp_path):
+    """Through `bench run` (torchrun, 2 gloo ranks): rows checked against the float64 reference, with the
+    predicted memory."""
+    from bench import results
+
+    out = tmp_path / "dp.jsonl"
+    proc = subprocess.run([sys.executable, "-m", "bench.cli", "run", "data-parallel-cpu", "--device", "cpu",
+                           "--impl", "ddp", "--impl", "zero1", "--out", str(out), "--quick-timing",
+                           "--no-report"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = {r["impl"]: r for r in results.read_rows(out)}
+    for name in ("ddp", "zero1"):
+        r = rows[name]
+        assert r["status"] == "ok" and r["world_size"] == 2 and r["rel_err"] <= r["tol"], r["reason"]
+        assert r["predicted_mem_bytes"] == int(dp.peak_memory(r["predicted_mem"])) > 0
