@@ -26,7 +26,8 @@ TABLE_COLUMNS = [
     ("status", "status"), ("median_ms", "median ms"), ("p20_ms", "p20 ms"), ("p80_ms", "p80 ms"), ("n", "n"),
     ("cpu_ms", "host ms/call"), ("tflops", "TFLOP/s"), ("gbps", "GB/s"), ("intensity", "FLOP/B"),
     ("predicted_ms", "roofline ms"), ("roofline_pct", "% roofline"), ("bound", "bound"), ("speedup", "speedup"),
-    ("rel_err", "rel err"), ("tol", "tol"), ("peak_mem_bytes", "peak MB"), ("compile_s", "compile s"),
+    ("rel_err", "rel err"), ("tol", "tol"), ("peak_mem_bytes", "peak MB"),
+    ("predicted_mem_bytes", "predicted MB"), ("compile_s", "compile s"),
     ("timer", "timer"), ("reason", "reason / note"),
 ]
 
@@ -50,7 +51,7 @@ def _fmt(col: str, v) -> str:
         return f"{v:.2f}x"
     if col in ("rel_err", "tol"):
         return f"{v:.2e}"
-    if col == "peak_mem_bytes":
+    if col in ("peak_mem_bytes", "predicted_mem_bytes"):
         return f"{v / 1e6:,.1f}"
     if col == "n":
         return str(int(v))
@@ -62,7 +63,8 @@ def _sort_key(col: str, v):
     return float(v) if _num(v) and isinstance(v, (int, float, np.number)) else ""
 
 
-OPTIONAL = ["peak_tflops", "peak_gbps", "peak_comm_gbps", "math", "busbw_gbps", "backend", "launch_bound", "baseline"]
+OPTIONAL = ["peak_tflops", "peak_gbps", "peak_comm_gbps", "math", "busbw_gbps", "backend", "launch_bound", "baseline",
+            "predicted_mem_bytes", "peak_mem_bytes"]
 
 
 def prepare(df: pd.DataFrame) -> pd.DataFrame:
@@ -209,6 +211,27 @@ def busbw_chart(g: pd.DataFrame, device: str) -> dict:
     return fig.to_plotly_json()
 
 
+def memory_chart(g: pd.DataFrame, device: str) -> dict:
+    """Components that predict their memory (data_parallel): measured peak per rank beside the prediction, per
+    implementation and point, with the measured / predicted ratio in the hover."""
+    ok = g[(g["status"] == "ok") & g["predicted_mem_bytes"].notna() & g["peak_mem_bytes"].notna()]
+    if ok.empty:
+        return {}
+    ok = ok.sort_values(["point_label", "impl"])
+    labels = [html.escape(f"{i} {d} {p}") for i, d, p in zip(ok["impl"], ok["dtype"], ok["point_label"])]
+    gib = 2**30
+    ratio = ok["peak_mem_bytes"] / ok["predicted_mem_bytes"]
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=labels, y=(ok["peak_mem_bytes"] / gib).tolist(), name="measured peak (max over ranks)",
+                         marker_color=PALETTE[0], text=[f"measured / predicted {r:.2f}" for r in ratio],
+                         hovertemplate="%{x}<br>%{y:.2f} GiB, %{text}<extra></extra>"))
+    fig.add_trace(go.Bar(x=labels, y=(ok["predicted_mem_bytes"] / gib).tolist(), name="predicted", marker_color=PALETTE[1],
+                         hovertemplate="%{x}<br>%{y:.2f} GiB predicted<extra></extra>"))
+    fig.update_layout(barmode="group", **_layout(f"Peak memory per rank on {html.escape(device)}", "implementation",
+                                                 "memory per rank (GiB)"))
+    return fig.to_plotly_json()
+
+
 def table(g: pd.DataFrame) -> dict:
     rows = []
     for r in g.sort_values(["device", "mode", "dtype", "size", "impl"]).to_dict("records"):
@@ -326,7 +349,7 @@ def render(paths: list[str], out_dir: str | Path, baselines: list[str] | None = 
         cid = f"c-{len(sections)}"
         roofs = []
         for device, gd in g.groupby("device", sort=True):
-            for chart in (roofline_chart(gd, colors, device), busbw_chart(gd, device)):
+            for chart in (roofline_chart(gd, colors, device), busbw_chart(gd, device), memory_chart(gd, device)):
                 if chart:
                     charts[f"{cid}-roof{len(roofs)}"] = chart
                     roofs.append(f"{cid}-roof{len(roofs)}")
