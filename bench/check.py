@@ -157,6 +157,11 @@ class Reference:
         """The shape of the impl's tensor that `t` (a reference output) is the checked slice of."""
         return (*self.lead, *t.shape[len(self.lead):])
 
+    def out_like(self, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+        """Shape and dtype of the impl's outputs (meta tensors: nothing allocated), the whole of them when the
+        reference holds a slice."""
+        return tuple(torch.empty(self.full_shape(o), dtype=dtype, device="meta") for o in self.outputs)
+
     def _slice_tensor(self, t: torch.Tensor) -> torch.Tensor:
         return t if self.index is None else t[self.index]
 
@@ -234,8 +239,5 @@ def check_impl(comp: Component, impl_name: str, point: dict, dtype: str, mode: s
         fn = impl.build(point, dtype, device)
         inputs = comp.make_inputs(point, torch_dtype(dtype), device, seed)
         ref = Reference(comp, point, dtype, mode, inputs, device, seed, budget_bytes)
-        out_like = tuple(o.to(torch_dtype(dtype)) for o in ref.outputs)
-        if ref.index is not None:
-            out_like = tuple(torch.empty(ref.full_shape(o), dtype=o.dtype) for o in out_like)
-        outputs, grads = run_for_check(impl, fn, comp, mode, inputs, device, seed, out_like)
+        outputs, grads = run_for_check(impl, fn, comp, mode, inputs, device, seed, ref.out_like(torch_dtype(dtype)))
         return ref.judge(dtype, outputs, grads)

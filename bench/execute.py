@@ -172,9 +172,7 @@ class Worker:
                 torch.cuda.synchronize()
                 base_mem = torch.cuda.memory_allocated()
                 torch.cuda.reset_peak_memory_stats()
-            out_like = tuple(o.to(torch_dtype(case.dtype)) for o in ref.outputs) if ref else ()
-            if ref is not None and ref.index is not None:
-                out_like = tuple(torch.empty(ref.full_shape(o), dtype=o.dtype) for o in out_like)
+            out_like = ref.out_like(torch_dtype(case.dtype)) if ref else ()
             first_s = None
             if ref is not None:
                 t0 = wall_clock()
