@@ -99,7 +99,10 @@ def predict(flops: float, nbytes: float, dtype: str, math: str, spec: DeviceSpec
     if comm_bytes:
         terms["comm"] = comm_bytes / spec.interconnect_bw if spec.interconnect_bw else 0.0
     bound = max(terms, key=terms.get)
-    return {"predicted_ms": terms[bound] * 1e3, "bound": bound}
+    out = {"predicted_ms": terms[bound] * 1e3, "bound": bound}
+    if comm_bytes and spec.interconnect_bw:  # unknown until `bench calibrate --world-size N` measured it
+        out["predicted_comm_ms"] = terms["comm"] * 1e3
+    return out
 
 
 def annotate(row: dict, cost, spec: DeviceSpec | None) -> dict:

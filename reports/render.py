@@ -27,7 +27,7 @@ TABLE_COLUMNS = [
     ("cpu_ms", "host ms/call"), ("tflops", "TFLOP/s"), ("gbps", "GB/s"), ("intensity", "FLOP/B"),
     ("predicted_ms", "roofline ms"), ("roofline_pct", "% roofline"), ("bound", "bound"), ("speedup", "speedup"),
     ("rel_err", "rel err"), ("tol", "tol"), ("peak_mem_bytes", "peak MB"),
-    ("predicted_mem_bytes", "predicted MB"), ("compile_s", "compile s"),
+    ("predicted_mem_bytes", "predicted MB"), ("predicted_comm_ms", "comm ms (pred.)"), ("compile_s", "compile s"),
     ("timer", "timer"), ("reason", "reason / note"),
 ]
 
@@ -43,7 +43,7 @@ def _num(x):
 def _fmt(col: str, v) -> str:
     if not _num(v) or v == "":
         return ""
-    if col in ("median_ms", "p20_ms", "p80_ms", "predicted_ms", "cpu_ms"):
+    if col in ("median_ms", "p20_ms", "p80_ms", "predicted_ms", "cpu_ms", "predicted_comm_ms"):
         return f"{v:.4g}"
     if col in ("tflops", "gbps", "intensity", "roofline_pct", "compile_s"):
         return f"{v:,.1f}" if abs(v) >= 10 else f"{v:.3g}"
@@ -64,7 +64,7 @@ def _sort_key(col: str, v):
 
 
 OPTIONAL = ["peak_tflops", "peak_gbps", "peak_comm_gbps", "math", "busbw_gbps", "backend", "launch_bound", "baseline",
-            "predicted_mem_bytes", "peak_mem_bytes"]
+            "predicted_mem_bytes", "peak_mem_bytes", "predicted_comm_ms"]
 
 
 def prepare(df: pd.DataFrame) -> pd.DataFrame:
@@ -188,8 +188,8 @@ def busbw_chart(g: pd.DataFrame, device: str) -> dict:
     """Collectives: nccl-tests' bus bandwidth per message size and op, against the interconnect ceiling."""
     if "busbw_gbps" not in g.columns:
         return {}
-    ok = g[(g["status"] == "ok") & g["busbw_gbps"].notna()]
-    if ok.empty:
+    ok = g[(g["status"] == "ok") & g["busbw_gbps"].notna() & g["point"].map(lambda p: "mb" in p)]
+    if ok.empty:  # only collectives sweep message sizes; a training step's bus bytes are not a size sweep
         return {}
     fig = go.Figure()
     ok = ok.assign(mb=ok["point"].map(lambda p: p.get("mb")), op=ok["point"].map(lambda p: p.get("op")),

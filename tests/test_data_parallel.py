@@ -89,3 +89,5 @@ def test_bench_run_data_parallel_rows(tmp_path):
         r = rows[name]
         assert r["status"] == "ok" and r["world_size"] == 2 and r["rel_err"] <= r["tol"], r["reason"]
         assert r["predicted_mem_bytes"] == int(dp.peak_memory(r["predicted_mem"])) > 0
+        assert "predicted_comm_ms" not in r  # no interconnect bandwidth calibrated for the CPU here
+

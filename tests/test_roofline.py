@@ -46,6 +46,12 @@ def test_prediction_takes_the_larger_bound():
     assert fp32["predicted_ms"] == pytest.approx(20000.0)  # exact fp32: the fp32 peak, not tf32's
     tiny = roofline.predict(flops=10, nbytes=10, dtype="bf16", math="vector", spec=SPEC)
     assert tiny["bound"] == "launch" and tiny["predicted_ms"] == pytest.approx(5e-3)
+    assert "predicted_comm_ms" not in tiny
+    assert "predicted_comm_ms" not in roofline.predict(1e9, 1e9, "bf16", "tensor", SPEC, comm_bytes=1e9)  # no bw known
+    ring = roofline.DeviceSpec(**{**SPEC.__dict__, "interconnect_bw": 100e9})
+    step = roofline.predict(flops=1e15, nbytes=1e9, dtype="bf16", math="tensor", spec=ring, comm_bytes=50e9)
+    assert step["predicted_comm_ms"] == pytest.approx(500.0)  # 50 GB of bus bytes at 100 GB/s
+    assert step["bound"] == "compute" and step["predicted_ms"] == pytest.approx(1000.0)
 
 
 def test_annotate_fills_row_fields():
