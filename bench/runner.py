@@ -334,17 +334,27 @@ class Runner:
             for path in sorted(glob.glob(out + ".rank*.json")):
                 with open(path) as f:
                     rows.append(json.load(f))
-            failed = sorted((r for r in rows if r.get("status") != "ok"), key=lambda r: r.get("at", 0))
-            unreported = _unreported_failure(text) if proc.returncode else ""
-            if proc.returncode == 0 and rows and not failed:
-                return next(r for r in rows if r.get("rank") == 0)
-            if failed:
-                row = failed[0]  # the earliest report: the others usually only saw its peers vanish
-                row["reason"] = "; ".join(filter(None, [unreported, row.get("reason")]))
-                return row
-            tail = [ln for ln in text.splitlines() if ln.strip()][-4:]
-            return {"status": "error", "reason": (unreported or f"torchrun exited with code {proc.returncode}")
-                                                 + ": " + " | ".join(tail)[-400:]}
+            return ranked_result(rows, proc.returncode, text)
+
+
+def ranked_result(rows: list[dict], returncode: int, log: str) -> dict:
+    """The row of a multi-rank case from what its ranks wrote and how torchrun ended. Rank 0 writes the measured
+    row only after every rank has finished its last collective, so a crash after that (seen: gloo ranks aborting
+    at teardown, now and then, on a loaded 2-core machine) keeps the measurement and says what happened."""
+    failed = sorted((r for r in rows if r.get("status") != "ok"), key=lambda r: r.get("at", 0))
+    unreported = _unreported_failure(log) if returncode else ""
+    done = next((r for r in rows if r.get("rank") == 0 and r.get("status") == "ok"), None)
+    if done is not None and not failed:
+        if returncode:
+            done["reason"] = f"measured; afterwards {unreported or f'torchrun exited with code {returncode}'}"
+        return done
+    if failed:
+        row = failed[0]  # the earliest report: the others usually only saw its peers vanish
+        row["reason"] = "; ".join(filter(None, [unreported, row.get("reason")]))
+        return row
+    tail = [ln for ln in log.splitlines() if ln.strip()][-4:]
+    return {"status": "error", "reason": (unreported or f"torchrun exited with code {returncode}")
+                                         + ": " + " | ".join(tail)[-400:]}
 
 
 def _unreported_failure(log: str) -> str:

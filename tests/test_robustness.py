@@ -181,3 +181,24 @@ Root Cause (first observed failure):
     assert _unreported_failure(log) == "rank 1 exited with code 1"
     assert _unreported_failure(log.replace(": 1 (pid: 12)", ": 4 (pid: 12)")) == ""  # rank 1 reported its own error
     assert _unreported_failure(log.replace(": 1 (pid: 12)", ": -11 (pid: 12)")) == "rank 1 killed by signal 11"
+
+
+def test_ranked_result_keeps_a_measurement_when_ranks_die_afterwards():
+    from bench.runner import ranked_result
+
+    log = """Failures:
+[0]:
+  rank      : 0 (local_rank: 0)
+  exitcode  : -6 (pid: 11)
+"""
+    ok = {"status": "ok", "rank": 0, "median_ms": 1.0, "reason": ""}
+    row = ranked_result([dict(ok)], 1, log)
+    assert row["status"] == "ok" and row["median_ms"] == 1.0
+    assert row["reason"] == "measured; afterwards rank 0 killed by signal 6"
+    assert ranked_result([dict(ok)], 0, "")["reason"] == ""  # a clean exit adds nothing
+    # no row written: an error naming the rank, not a silent ok
+    lost = ranked_result([], 1, log)
+    assert lost["status"] == "error" and lost["reason"].startswith("rank 0 killed by signal 6")
+    # a rank that reported a failure wins over rank 0's ok row
+    bad = {"status": "mismatch", "rank": 1, "reason": "rank 1 output disagrees", "at": 1.0}
+    assert ranked_result([dict(ok), bad], 4, "")["status"] == "mismatch"
