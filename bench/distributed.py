@@ -62,13 +62,100 @@ def measure_ranked(case: Case, device: str, cfg: TimingConfig, seed: int) -> dic
         if device == "cuda":
             torch.cuda.reset_peak_memory_stats()
         timing = time_ranked(lambda: fn(**inputs), device, cfg)
+        comm = comm_profile(lambda: fn(**inputs), dev) if device == "cuda" else {}
     row.update(timing.summary())
     row["compile_s"] = max(0.0, timing.first_call_ms - row["median_ms"]) / 1e3
     if device == "cuda":
         peak = torch.tensor([torch.cuda.max_memory_allocated()], dtype=torch.float64, device=dev)
         dist.all_reduce(peak, op=dist.ReduceOp.MAX)
         row["peak_mem_bytes"] = int(peak.item())
+    row.update(comm)
     return row
+
+
+COMM_CALLS = 3  # calls profiled for the communication share
+
+
+def comm_profile(call, dev: torch.device) -> dict:
+    """Share of a call's GPU time spent in communication, from a CUPTI trace of COMM_CALLS calls after timing:
+    comm_share = time some NCCL kernel runs / the calls' time; exposed_comm_share = time an NCCL kernel runs
+    while no other kernel does (communication nothing overlaps). Both are the largest over ranks. NCCL kernels
+    start when their stream reaches them and end when every rank has joined, so a rank's wait for a slower
+    one counts as communication. On failure the row says why instead (the measurement is kept)."""
+    import tempfile
+
+    from torch.profiler import ProfilerActivity, profile
+
+    try:
+        dist.barrier()
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            start.record()
+            for _ in range(COMM_CALLS):
+                call()
+            end.record()
+            torch.cuda.synchronize()
+        with tempfile.NamedTemporaryFile(suffix=".json") as f:
+            prof.export_chrome_trace(f.name)
+            kernels = trace_kernels(json.load(open(f.name)))
+        shares = comm_shares(kernels, start.elapsed_time(end))
+    except Exception as e:  # a profiler that will not start must not cost the row
+        shares, failed = {"comm_share": float("nan"), "exposed_comm_share": float("nan")}, first_line(e)
+    else:
+        failed = ""
+    both = torch.tensor([shares["comm_share"], shares["exposed_comm_share"]], dtype=torch.float64, device=dev)
+    dist.all_reduce(both, op=dist.ReduceOp.MAX)  # NaN (a rank that failed) wins MAX
+    if failed or torch.isnan(both).any():
+        return {"comm_note": f"communication share not measured: {failed or 'a rank could not trace'}"}
+    comm_ms = shares["comm_ms"] / COMM_CALLS
+    return {"comm_share": float(both[0]), "exposed_comm_share": float(both[1]), "comm_ms": comm_ms}
+
+
+def trace_kernels(trace: dict) -> list[tuple[str, float, float]]:
+    """(name, start us, end us) of every GPU kernel in a chrome trace from torch.profiler."""
+    return [(e["name"], float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in trace.get("traceEvents", [])
+            if e.get("cat") == "kernel" and "dur" in e]
+
+
+def comm_shares(kernels: list[tuple[str, float, float]], window_ms: float) -> dict:
+    """comm_share and exposed_comm_share (see comm_profile) of kernels (name, start us, end us) traced over
+    window_ms, and comm_ms, the NCCL busy time. Overlapping kernels are counted once (interval union)."""
+    comm = union([(a, b) for name, a, b in kernels if "nccl" in name.lower()])
+    other = union([(a, b) for name, a, b in kernels if "nccl" not in name.lower()])
+    busy = length(comm)
+    exposed = busy - length(intersect(comm, other))
+    window_us = max(window_ms * 1e3, 1e-9)
+    return {"comm_share": min(busy / window_us, 1.0), "exposed_comm_share": min(exposed / window_us, 1.0),
+            "comm_ms": busy / 1e3}
+
+
+def union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    merged: list[list[float]] = []
+    for a, b in sorted(intervals):
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    return [(a, b) for a, b in merged]
+
+
+def intersect(xs: list[tuple[float, float]], ys: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The overlap of two sorted disjoint interval lists."""
+    out, i, j = [], 0, 0
+    while i < len(xs) and j < len(ys):
+        a, b = max(xs[i][0], ys[j][0]), min(xs[i][1], ys[j][1])
+        if a < b:
+            out.append((a, b))
+        if xs[i][1] < ys[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def length(intervals: list[tuple[float, float]]) -> float:
+    return sum(b - a for a, b in intervals)
 
 
 def ranks_agree(outputs: tuple, dev: torch.device):

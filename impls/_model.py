@@ -110,16 +110,25 @@ class TransformerLM(nn.Module):
         cos, sin = rope_tables(cfg)
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
-        self.reset_parameters()
 
+    @torch.no_grad()
     def reset_parameters(self, seed: int | None = None) -> None:
-        gen = torch.Generator().manual_seed(seed) if seed is not None else None
+        """Norm weights 1, matrices N(0, 1/fan_in), embeddings N(0, 0.02^2), drawn where the parameters live
+        (a CPU generator gives the same numbers on every machine; a CUDA one is fast for billion-parameter
+        models), and the RoPE tables recomputed (after `to_empty` they hold garbage)."""
+        dev = self.embed.weight.device
+        gen = torch.Generator(device=dev)
+        if seed is not None:
+            gen.manual_seed(seed)
         for name, p in self.named_parameters():
             if p.ndim == 1:
                 nn.init.ones_(p)
             else:
-                with torch.no_grad():
-                    p.copy_(torch.randn(p.shape, generator=gen) * (0.02 if "embed" in name else 1 / math.sqrt(p.shape[1])))
+                std = 0.02 if "embed" in name else 1 / math.sqrt(p.shape[1])
+                p.copy_(torch.randn(p.shape, generator=gen, device=dev, dtype=torch.float32) * std)
+        cos, sin = rope_tables(self.cfg, dev)
+        self.rope_cos.copy_(cos)
+        self.rope_sin.copy_(sin)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """tokens [batch, seq] -> logits [batch, seq, vocab]."""
@@ -129,9 +138,20 @@ class TransformerLM(nn.Module):
         return self.head(self.norm(x))
 
 
-def build(name_or_cfg: str | LMConfig, device=None, dtype=torch.float32, seed: int = 0) -> TransformerLM:
+def build(name_or_cfg: str | LMConfig, device=None, dtype=torch.float32, seed: int = 0,
+          init_on_device: bool = False) -> TransformerLM:
+    """The model with seeded weights. By default they are drawn on the CPU and moved, so every device starts
+    from the same numbers as the float64 reference; `init_on_device` allocates on `device` directly and draws
+    there (the xl config's 2e9 parameters take ~30 s to draw on a CPU, well under a second on a GPU)."""
     cfg = CONFIGS[name_or_cfg] if isinstance(name_or_cfg, str) else name_or_cfg
-    model = TransformerLM(cfg)
+    if init_on_device and device is not None:
+        with torch.device("meta"):
+            model = TransformerLM(cfg)
+        model = model.to_empty(device=device)
+        if cfg.tie_embeddings:  # to_empty gives the tied head a storage of its own
+            model.head.weight = model.embed.weight
+    else:
+        model = TransformerLM(cfg)
     model.reset_parameters(seed)
     return model.to(device=device, dtype=dtype)
 

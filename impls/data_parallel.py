@@ -36,7 +36,9 @@ def make_inputs(point, dtype, device, seed, rank):
 
 
 def build_model(point, device, dtype=torch.float32) -> _model.TransformerLM:
-    model = _model.build(point["config"], device=device, dtype=dtype, seed=0)
+    # models too big for the float64 reference (which draws its weights on the CPU) draw theirs on the device
+    model = _model.build(point["config"], device=device, dtype=dtype, seed=0,
+                         init_on_device=params_of(point) > REFERENCE_MAX_PARAMS)
     model.get_parameter(FROZEN).requires_grad_(False)
     return model
 

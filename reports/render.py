@@ -27,7 +27,8 @@ TABLE_COLUMNS = [
     ("cpu_ms", "host ms/call"), ("tflops", "TFLOP/s"), ("gbps", "GB/s"), ("intensity", "FLOP/B"),
     ("predicted_ms", "roofline ms"), ("roofline_pct", "% roofline"), ("bound", "bound"), ("speedup", "speedup"),
     ("rel_err", "rel err"), ("tol", "tol"), ("peak_mem_bytes", "peak MB"),
-    ("predicted_mem_bytes", "predicted MB"), ("predicted_comm_ms", "comm ms (pred.)"), ("compile_s", "compile s"),
+    ("predicted_mem_bytes", "predicted MB"), ("predicted_comm_ms", "comm ms (pred.)"), ("comm_ms", "comm ms (meas.)"),
+    ("comm_share", "comm % of step"), ("exposed_comm_share", "exposed comm %"), ("compile_s", "compile s"),
     ("timer", "timer"), ("reason", "reason / note"),
 ]
 
@@ -43,8 +44,10 @@ def _num(x):
 def _fmt(col: str, v) -> str:
     if not _num(v) or v == "":
         return ""
-    if col in ("median_ms", "p20_ms", "p80_ms", "predicted_ms", "cpu_ms", "predicted_comm_ms"):
+    if col in ("median_ms", "p20_ms", "p80_ms", "predicted_ms", "cpu_ms", "predicted_comm_ms", "comm_ms"):
         return f"{v:.4g}"
+    if col in ("comm_share", "exposed_comm_share"):
+        return f"{100 * v:.1f}%"
     if col in ("tflops", "gbps", "intensity", "roofline_pct", "compile_s"):
         return f"{v:,.1f}" if abs(v) >= 10 else f"{v:.3g}"
     if col == "speedup":
@@ -64,7 +67,7 @@ def _sort_key(col: str, v):
 
 
 OPTIONAL = ["peak_tflops", "peak_gbps", "peak_comm_gbps", "math", "busbw_gbps", "backend", "launch_bound", "baseline",
-            "predicted_mem_bytes", "peak_mem_bytes", "predicted_comm_ms"]
+            "predicted_mem_bytes", "peak_mem_bytes", "predicted_comm_ms", "comm_ms", "comm_share", "exposed_comm_share"]
 
 
 def prepare(df: pd.DataFrame) -> pd.DataFrame:

@@ -93,3 +93,26 @@ def test_bench_run_data_parallel_rows(tmp_path):
         assert r["predicted_mem_bytes"] == int(dp.peak_memory(r["predicted_mem"])) > 0
         assert "predicted_comm_ms" not in r  # no interconnect bandwidth calibrated for the CPU here
 
+
+
+def test_comm_share_from_a_trace_counts_overlap_once_and_exposed_time_apart():
+    """A hand-made chrome trace: compute 0-10 us and 18-19 us, NCCL 5-15 and 14-20 (overlapping each other), a
+    CPU op that must be ignored, over a 25 us window. NCCL is busy 5-20 (15 us, 60%); compute covers 5-10 and
+    18-19 of that (6 us), so 9 us (36%) is exposed."""
+    from bench.distributed import comm_shares, trace_kernels
+
+    trace = {"traceEvents": [
+        {"cat": "kernel", "name": "ampere_bf16_gemm", "ts": 0, "dur": 10},
+        {"cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "ts": 5, "dur": 10},
+        {"cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "ts": 14, "dur": 6},
+        {"cat": "kernel", "name": "vectorized_elementwise_kernel", "ts": 18, "dur": 1},
+        {"cat": "cpu_op", "name": "nccl:all_reduce", "ts": 0, "dur": 25},
+        {"ph": "M", "name": "process_name"},
+    ]}
+    kernels = trace_kernels(trace)
+    assert len(kernels) == 4
+    shares = comm_shares(kernels, window_ms=0.025)
+    assert shares["comm_share"] == pytest.approx(0.60)
+    assert shares["exposed_comm_share"] == pytest.approx(0.36)
+    assert shares["comm_ms"] == pytest.approx(0.015)
+    assert comm_shares([k for k in kernels if "nccl" not in k[0]], 0.025)["comm_share"] == 0.0

@@ -58,3 +58,16 @@ def test_it_learns_a_repeated_sequence():
         loss.backward()
         opt.step()
     assert loss.item() < 0.5 * first
+
+
+def test_init_on_device_draws_the_same_weights_and_rope_tables():
+    """`init_on_device` (meta allocation, then drawing where the parameters live) must leave nothing unset: on
+    the CPU it gives exactly the default build's numbers, buffers included."""
+    default, direct = build("tiny-tied", seed=3), build("tiny-tied", device="cpu", seed=3, init_on_device=True)
+    assert direct.head.weight is direct.embed.weight  # tying survives the meta allocation
+    for (name, a), (_, b) in zip(default.state_dict().items(), direct.state_dict().items()):
+        assert torch.equal(a, b), name
+    cos, _ = rope_tables(CONFIGS["tiny-tied"])
+    assert torch.equal(direct.rope_cos, cos)
+    assert not torch.equal(build("tiny-tied", device="cpu", seed=4, init_on_device=True).head.weight,
+                           direct.head.weight)  # the seed is used

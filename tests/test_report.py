@@ -166,8 +166,9 @@ def test_data_parallel_gets_a_memory_chart(tmp_path):
              "point": {"config": "xl", "batch": 4, "seq": 512, "world_size": 2, "bucket_mb": 25}, "dtype": "bf16",
              "device": "NVIDIA H200", "status": "ok", "samples_ms": [200.0] * 10, "median_ms": 200.0,
              "p20_ms": 200.0, "p80_ms": 200.0, "flops": 2e13, "bytes": 1e11, "baseline": "ddp",
-             "peak_mem_bytes": peak * 2**30, "predicted_mem_bytes": pred * 2**30}
-            for impl, peak, pred in (("ddp", 45.0, 44.0), ("fsdp2", 22.0, 20.0))]
+             "peak_mem_bytes": peak * 2**30, "predicted_mem_bytes": pred * 2**30, "comm_share": share,
+             "exposed_comm_share": share / 4}
+            for impl, peak, pred, share in (("ddp", 45.0, 44.0, 0.375), ("fsdp2", 22.0, 20.0, 0.5))]
     page = render([str(write(tmp_path / "d.jsonl", rows))], tmp_path / "out").read_text()
     charts = json.loads(page.split('<script id="chart-data" type="application/json">')[1].split("</script>")[0])
     mem = [c for c in charts.values() if "Peak memory per rank" in c["layout"]["title"]["text"]]
@@ -176,3 +177,4 @@ def test_data_parallel_gets_a_memory_chart(tmp_path):
     assert measured["y"] == [45.0, 22.0] and predicted["y"] == [44.0, 20.0]
     assert measured["text"][1] == "measured / predicted 1.10"
     assert "predicted MB" in page
+    assert "comm % of step" in page and ">37.5%<" in page and ">12.5%<" in page  # measured communication share
