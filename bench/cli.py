@@ -146,6 +146,8 @@ def _fmt_ms(ms) -> str:
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default=None, help="Default: cuda when present.")
 @click.option("--impl", "impls", multiple=True, help="Only these implementations (repeatable).")
 @click.option("--component", "components", multiple=True, help="Only these components (repeatable).")
+@click.option("--mode", "modes", multiple=True, type=click.Choice(["fwd", "bwd", "fwd_bwd", "step"]),
+              help="Only these modes (repeatable).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Results JSONL (default: results/<suites>-<time>.jsonl). Rows are appended.")
 @click.option("--resume", is_flag=True, help="Skip cases already in --out (default: the newest matching file).")
@@ -156,7 +158,7 @@ def _fmt_ms(ms) -> str:
 @click.option("--no-check", is_flag=True, help="Skip the float64 correctness check (not recommended).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--report/--no-report", "write_report", default=True, help="Write the HTML report next to the results.")
-def run(suite_names, suite_opt, suites_file, device, impls, components, out, resume, isolate, point_timeout,
+def run(suite_names, suite_opt, suites_file, device, impls, components, modes, out, resume, isolate, point_timeout,
         quick_timing, no_check, seed, write_report):
     """Run SUITE ... (default: quick) and write one row per case."""
     from bench import registry, suite
@@ -187,8 +189,10 @@ def run(suite_names, suite_opt, suites_file, device, impls, components, out, res
     planned = plan(chosen, list(impls) or None)
     if components:
         planned = [p for p in planned if p.case.component in components]
+    if modes:
+        planned = [p for p in planned if p.case.mode in modes]
     if not planned:
-        _fail("nothing to run: the suites, --component and --impl filters leave no case")
+        _fail("nothing to run: the suites, --component, --mode and --impl filters leave no case")
     label = "+".join(names)
     if out is None:
         out = _newest(label) if resume else None

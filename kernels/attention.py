@@ -40,11 +40,39 @@ def _fwd_prune(configs, named_args, **kwargs):
 
 
 def _bwd_prune(configs, named_args, **kwargs):
+    """fp32 tiles above 64 x 64 and head_dim 128 tiles above 64 x 128 run out of shared memory or spill."""
     d = kwargs.get("HEAD_DIM", named_args.get("HEAD_DIM"))
     fp32 = named_args["Q"].dtype == torch.float32
-    kept = [c for c in configs if not ((fp32 or d >= 128) and c.kwargs["BM"] * c.kwargs["BN"] > 64 * 64)]
-    return kept or configs[:1]
+    area = lambda c: c.kwargs["BM"] * c.kwargs["BN"]
+    kept = [c for c in configs if not ((fp32 and area(c) > 64 * 64) or (d >= 128 and area(c) > 64 * 128))]
+    return kept or [min(configs, key=area)]
 
+
+def _dq_prune(configs, named_args, **kwargs):
+    """As the other backward kernels, and BN must divide BM (the causal split)."""
+    kept = [c for c in _bwd_prune(configs, named_args, **kwargs) if c.kwargs["BM"] % c.kwargs["BN"] == 0]
+    return kept or [min(configs, key=lambda c: c.kwargs["BN"])]
+
+
+# (BM, BN, num_warps, num_stages): the best few of a sweep of 24 forward and 12 + 12 backward tiles on an H200
+# (bf16, causal; [4, 32, 4096, 128] and [1, 16, 16384, 64]).
+FWD_TILES = [(128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 4, 4), (64, 64, 4, 3), (128, 32, 4, 3)]
+DKDV_TILES = [(64, 128, 8, 3), (32, 128, 4, 3), (64, 64, 4, 3), (32, 64, 4, 3)]
+DQ_TILES = [(128, 64, 8, 3), (128, 32, 8, 3), (64, 64, 4, 2), (64, 32, 4, 3)]
+
+
+
+@triton.jit
+def _load_rows(base, rows, stride, offs_d, S, D: tl.constexpr, HEAD_DIM: tl.constexpr, ROW_MASK: tl.constexpr):
+    """A [len(rows), HEAD_DIM] tile of a [S, D] matrix; masks only where needed (rows past S, columns past D)."""
+    ptrs = base + rows[:, None].to(tl.int64) * stride + offs_d[None, :]
+    if ROW_MASK:
+        if D == HEAD_DIM:
+            return tl.load(ptrs, mask=(rows < S)[:, None], other=0.0)
+        return tl.load(ptrs, mask=(rows < S)[:, None] & (offs_d < D)[None, :], other=0.0)
+    if D == HEAD_DIM:
+        return tl.load(ptrs)
+    return tl.load(ptrs, mask=(offs_d < D)[None, :], other=0.0)
 
 
 @triton.jit
@@ -52,23 +80,14 @@ def _fwd_block(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, lo, hi, o
                D: tl.constexpr, HEAD_DIM: tl.constexpr, BN: tl.constexpr, MASKED: tl.constexpr,
                CAUSAL: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
     """Online softmax over key blocks [lo, hi); MASKED applies the sequence end and (CAUSAL) the diagonal."""
-    d_ok = offs_d < D
     for start in range(lo, hi, BN):
         cols = start + offs_n
-        if MASKED:
-            kt = tl.load(k_base + cols[None, :].to(tl.int64) * stride_kn + offs_d[:, None],
-                         mask=(cols[None, :] < S) & d_ok[:, None], other=0.0)  # [HEAD_DIM, BN]
-            v = tl.load(v_base + cols[:, None].to(tl.int64) * stride_vn + offs_d[None, :],
-                        mask=(cols[:, None] < S) & d_ok[None, :], other=0.0)  # [BN, HEAD_DIM]
-        else:
-            kt = tl.load(k_base + cols[None, :].to(tl.int64) * stride_kn + offs_d[:, None], mask=d_ok[:, None],
-                         other=0.0)
-            v = tl.load(v_base + cols[:, None].to(tl.int64) * stride_vn + offs_d[None, :], mask=d_ok[None, :],
-                        other=0.0)
+        k = _load_rows(k_base, cols, stride_kn, offs_d, S, D, HEAD_DIM, MASKED)  # [BN, HEAD_DIM]
+        v = _load_rows(v_base, cols, stride_vn, offs_d, S, D, HEAD_DIM, MASKED)
         if UPCAST:
-            kt = kt.to(tl.float32)
+            k = k.to(tl.float32)
             v = v.to(tl.float32)
-        qk = tl.dot(q, kt, input_precision=PRECISION) * qk_scale  # [BM, BN], base-2 logits
+        qk = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale  # [BM, BN], base-2 logits
         if MASKED:
             keep = cols[None, :] < S
             if CAUSAL:
@@ -78,30 +97,36 @@ def _fwd_block(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, lo, hi, o
         p = tl.math.exp2(qk - m_new[:, None])
         alpha = tl.math.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=PRECISION)
         m_i = m_new
     return acc, l_i, m_i
 
 
-@triton.autotune(configs=_configs([(128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 3), (64, 64, 4, 3), (128, 32, 4, 3)]),
-                 key=["S", "HEAD_DIM", "CAUSAL"], prune_configs_by={"early_config_prune": _fwd_prune},
-                 do_bench=quick_bench)
+@triton.jit
+def _block_index(n_blocks, CAUSAL: tl.constexpr):
+    """(row block, batch x head) of this program. The grid is (blocks, batch x head), so the programs running at
+    once mostly share a head's K and V through L2. Causal row blocks run last block first, so the longest key
+    walks start first and the short ones fill the tail."""
+    blk = tl.program_id(0)
+    if CAUSAL:
+        blk = n_blocks - 1 - blk
+    return blk, tl.program_id(1)
+
+
+@triton.autotune(configs=_configs(FWD_TILES), key=["S", "HEAD_DIM", "CAUSAL"],
+                 prune_configs_by={"early_config_prune": _fwd_prune}, do_bench=quick_bench)
 @triton.jit
 def _fwd_kernel(Q, K, V, O, LSE, stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
                 stride_vb, stride_vh, stride_vs, stride_ob, stride_oh, stride_os, H, S, qk_scale,
                 D: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
                 PRECISION: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
-    start_m = tl.program_id(0) * BM
-    bh = tl.program_id(1)
+    blk, bh = _block_index(tl.cdiv(S, BM), CAUSAL)
+    start_m = blk * BM
     b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)
     offs_m = start_m + tl.arange(0, BM)
     offs_n = tl.arange(0, BN)
     offs_d = tl.arange(0, HEAD_DIM)
-    row_ok = offs_m < S
-    d_ok = offs_d < D
-    q_base = Q + b * stride_qb + h * stride_qh
-    q = tl.load(q_base + offs_m[:, None].to(tl.int64) * stride_qs + offs_d[None, :],
-                mask=row_ok[:, None] & d_ok[None, :], other=0.0)  # [BM, HEAD_DIM]
+    q = _load_rows(Q + b * stride_qb + h * stride_qh, offs_m, stride_qs, offs_d, S, D, HEAD_DIM, True)
     if UPCAST:
         q = q.to(tl.float32)
     k_base = K + b * stride_kb + h * stride_kh
@@ -122,8 +147,8 @@ def _fwd_kernel(Q, K, V, O, LSE, stride_qb, stride_qh, stride_qs, stride_kb, str
     o = acc / l_i[:, None]
     o_base = O + b * stride_ob + h * stride_oh
     tl.store(o_base + offs_m[:, None].to(tl.int64) * stride_os + offs_d[None, :], o.to(O.dtype.element_ty),
-             mask=row_ok[:, None] & d_ok[None, :])
-    tl.store(LSE + bh.to(tl.int64) * S + offs_m, m_i + tl.math.log2(l_i), mask=row_ok)
+             mask=(offs_m < S)[:, None] & (offs_d < D)[None, :])
+    tl.store(LSE + bh.to(tl.int64) * S + offs_m, m_i + tl.math.log2(l_i), mask=offs_m < S)
 
 
 @triton.jit
@@ -142,28 +167,56 @@ def _delta_kernel(O, DO, DELTA, stride_ob, stride_oh, stride_os, stride_db, stri
     tl.store(DELTA + bh.to(tl.int64) * S + offs_m, delta, mask=offs_m < S)
 
 
-@triton.autotune(configs=_configs([(32, 128, 4, 2), (64, 64, 4, 2), (64, 128, 8, 2), (32, 64, 4, 3)]),
-                 key=["S", "HEAD_DIM", "CAUSAL"],
+@triton.jit
+def _dkdv_block(dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qs, stride_gs, lo, hi, offs_n, offs_m,
+                offs_d, S, qk_scale, D: tl.constexpr, HEAD_DIM: tl.constexpr, BM: tl.constexpr, MASKED: tl.constexpr,
+                CAUSAL: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
+    """dK, dV contributions of query blocks [lo, hi); MASKED applies the sequence end and (CAUSAL) the diagonal."""
+    for start in range(lo, hi, BM):
+        rows = start + offs_m
+        q = _load_rows(q_base, rows, stride_qs, offs_d, S, D, HEAD_DIM, MASKED)  # [BM, HEAD_DIM]
+        do = _load_rows(do_base, rows, stride_gs, offs_d, S, D, HEAD_DIM, MASKED)
+        if UPCAST:
+            q = q.to(tl.float32)
+            do = do.to(tl.float32)
+        if MASKED:
+            lse = tl.load(lse_base + rows, mask=rows < S, other=0.0)
+            delta = tl.load(delta_base + rows, mask=rows < S, other=0.0)
+        else:
+            lse = tl.load(lse_base + rows)
+            delta = tl.load(delta_base + rows)
+        qkt = tl.dot(k, tl.trans(q), input_precision=PRECISION)  # [BN, BM]
+        pt = tl.math.exp2(qkt * qk_scale - lse[None, :])
+        if MASKED:
+            keep = (rows < S)[None, :]
+            if CAUSAL:
+                keep = keep & (rows[None, :] >= offs_n[:, None])
+            pt = tl.where(keep, pt, 0.0)
+        dv = tl.dot(pt.to(do.dtype), do, dv, input_precision=PRECISION)
+        dpt = tl.dot(v, tl.trans(do), input_precision=PRECISION)  # [BN, BM]
+        dst = pt * (dpt - delta[None, :])
+        dk = tl.dot(dst.to(q.dtype), q, dk, input_precision=PRECISION)
+    return dk, dv
+
+
+@triton.autotune(configs=_configs(DKDV_TILES), key=["S", "HEAD_DIM", "CAUSAL"],
                  prune_configs_by={"early_config_prune": _bwd_prune}, do_bench=quick_bench)
 @triton.jit
 def _dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
                  stride_vb, stride_vh, stride_vs, stride_gb, stride_gh, stride_gs, H, S, qk_scale, sm_scale,
                  D: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
                  PRECISION: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
-    """dV = P^T dO and dK = dS^T Q * scale for one block of BN keys, over the query blocks that see them.
-    dO, dK and dV share strides (stride_g*): they are made contiguous like q."""
-    start_n = tl.program_id(0) * BN
+    """dV = P^T dO and dK = dS^T Q * scale for one block of BN keys, over the query blocks that see them: the
+    ones crossing the diagonal (causal) and the sequence end masked, the rest not. dO, dK and dV share strides
+    (stride_g*): they are made contiguous like q."""
+    start_n = tl.program_id(0) * BN  # the first key blocks see the most queries (causal) and start first
     bh = tl.program_id(1)
     b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)
     offs_n = start_n + tl.arange(0, BN)
     offs_m = tl.arange(0, BM)
     offs_d = tl.arange(0, HEAD_DIM)
-    d_ok = offs_d < D
-    kv_mask = (offs_n < S)[:, None] & d_ok[None, :]
-    k = tl.load(K + b * stride_kb + h * stride_kh + offs_n[:, None].to(tl.int64) * stride_ks + offs_d[None, :],
-                mask=kv_mask, other=0.0)  # [BN, HEAD_DIM]
-    v = tl.load(V + b * stride_vb + h * stride_vh + offs_n[:, None].to(tl.int64) * stride_vs + offs_d[None, :],
-                mask=kv_mask, other=0.0)
+    k = _load_rows(K + b * stride_kb + h * stride_kh, offs_n, stride_ks, offs_d, S, D, HEAD_DIM, True)  # [BN, HD]
+    v = _load_rows(V + b * stride_vb + h * stride_vh, offs_n, stride_vs, offs_d, S, D, HEAD_DIM, True)
     if UPCAST:
         k = k.to(tl.float32)
         v = v.to(tl.float32)
@@ -172,55 +225,70 @@ def _dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, stride_qb, stride_qh, stride_q
     stats = bh.to(tl.int64) * S
     dk = tl.zeros([BN, HEAD_DIM], dtype=tl.float32)
     dv = tl.zeros([BN, HEAD_DIM], dtype=tl.float32)
-    lo = (start_n // BM) * BM if CAUSAL else 0  # queries above the diagonal never see these keys
-    for start in range(lo, S, BM):
-        rows = start + offs_m
-        row_ok = rows < S
-        q_mask = row_ok[:, None] & d_ok[None, :]
-        q = tl.load(q_base + rows[:, None].to(tl.int64) * stride_qs + offs_d[None, :], mask=q_mask, other=0.0)
-        do = tl.load(do_base + rows[:, None].to(tl.int64) * stride_gs + offs_d[None, :], mask=q_mask, other=0.0)
-        if UPCAST:
-            q = q.to(tl.float32)
-            do = do.to(tl.float32)
-        lse = tl.load(LSE + stats + rows, mask=row_ok, other=0.0)
-        delta = tl.load(DELTA + stats + rows, mask=row_ok, other=0.0)
-        qkt = tl.dot(k, tl.trans(q), input_precision=PRECISION)  # [BN, BM]
-        pt = tl.math.exp2(qkt * qk_scale - lse[None, :])
-        keep = row_ok[None, :]
-        if CAUSAL:
-            keep = keep & (rows[None, :] >= offs_n[:, None])
-        pt = tl.where(keep, pt, 0.0)
-        dv += tl.dot(pt.to(do.dtype), do, input_precision=PRECISION)
-        dpt = tl.dot(v, tl.trans(do), input_precision=PRECISION)  # [BN, BM]
-        dst = pt * (dpt - delta[None, :])
-        dk += tl.dot(dst.to(q.dtype), q, input_precision=PRECISION)
+    full_end = (S // BM) * BM  # query blocks from here on cross the sequence end
+    if CAUSAL:  # queries above the diagonal never see these keys; blocks crossing it are masked
+        lo = (start_n // BM) * BM
+        mid = tl.minimum(lo + tl.cdiv(start_n + BN - lo, BM) * BM, tl.maximum(full_end, lo))
+    else:
+        lo = 0
+        mid = 0
+    dk, dv = _dkdv_block(dk, dv, k, v, q_base, do_base, LSE + stats, DELTA + stats, stride_qs, stride_gs, lo, mid,
+                         offs_n, offs_m, offs_d, S, qk_scale, D, HEAD_DIM, BM, True, CAUSAL, UPCAST, PRECISION)
+    dk, dv = _dkdv_block(dk, dv, k, v, q_base, do_base, LSE + stats, DELTA + stats, stride_qs, stride_gs, mid,
+                         tl.maximum(mid, full_end), offs_n, offs_m, offs_d, S, qk_scale, D, HEAD_DIM, BM, False,
+                         CAUSAL, UPCAST, PRECISION)
+    dk, dv = _dkdv_block(dk, dv, k, v, q_base, do_base, LSE + stats, DELTA + stats, stride_qs, stride_gs,
+                         tl.maximum(mid, full_end), S, offs_n, offs_m, offs_d, S, qk_scale, D, HEAD_DIM, BM, True,
+                         CAUSAL, UPCAST, PRECISION)
+    kv_mask = (offs_n < S)[:, None] & (offs_d < D)[None, :]
     g_base = b * stride_gb + h * stride_gh + offs_n[:, None].to(tl.int64) * stride_gs + offs_d[None, :]
     tl.store(DK + g_base, (dk * sm_scale).to(DK.dtype.element_ty), mask=kv_mask)
     tl.store(DV + g_base, dv.to(DV.dtype.element_ty), mask=kv_mask)
 
 
-@triton.autotune(configs=_configs([(128, 32, 4, 2), (64, 64, 4, 2), (128, 64, 8, 2), (64, 32, 4, 3)]),
-                 key=["S", "HEAD_DIM", "CAUSAL"],
-                 prune_configs_by={"early_config_prune": _bwd_prune}, do_bench=quick_bench)
+@triton.jit
+def _dq_block(dq, q, do, lse, delta, k_base, v_base, stride_ks, stride_vs, lo, hi, offs_m, offs_n, offs_d, S,
+              qk_scale, D: tl.constexpr, HEAD_DIM: tl.constexpr, BN: tl.constexpr, MASKED: tl.constexpr,
+              CAUSAL: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
+    """dQ contributions of key blocks [lo, hi); MASKED applies the sequence end and (CAUSAL) the diagonal."""
+    for start in range(lo, hi, BN):
+        cols = start + offs_n
+        k = _load_rows(k_base, cols, stride_ks, offs_d, S, D, HEAD_DIM, MASKED)  # [BN, HEAD_DIM]
+        v = _load_rows(v_base, cols, stride_vs, offs_d, S, D, HEAD_DIM, MASKED)
+        if UPCAST:
+            k = k.to(tl.float32)
+            v = v.to(tl.float32)
+        qk = tl.dot(q, tl.trans(k), input_precision=PRECISION)  # [BM, BN]
+        p = tl.math.exp2(qk * qk_scale - lse[:, None])
+        if MASKED:
+            keep = (cols < S)[None, :] & (offs_m < S)[:, None]
+            if CAUSAL:
+                keep = keep & (offs_m[:, None] >= cols[None, :])
+            p = tl.where(keep, p, 0.0)
+        dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)  # [BM, BN]
+        ds = p * (dp - delta[:, None])
+        dq = tl.dot(ds.to(k.dtype), k, dq, input_precision=PRECISION)
+    return dq
+
+
+@triton.autotune(configs=_configs(DQ_TILES), key=["S", "HEAD_DIM", "CAUSAL"],
+                 prune_configs_by={"early_config_prune": _dq_prune}, do_bench=quick_bench)
 @triton.jit
 def _dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
                stride_vb, stride_vh, stride_vs, stride_gb, stride_gh, stride_gs, H, S, qk_scale, sm_scale,
                D: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
                PRECISION: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
-    """dQ = dS K * scale for one block of BM queries, over the key blocks they see."""
-    start_m = tl.program_id(0) * BM
-    bh = tl.program_id(1)
+    """dQ = dS K * scale for one block of BM queries, over the key blocks they see (the diagonal and the
+    sequence end masked, the rest not)."""
+    blk, bh = _block_index(tl.cdiv(S, BM), CAUSAL)
+    start_m = blk * BM
     b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)
     offs_m = start_m + tl.arange(0, BM)
     offs_n = tl.arange(0, BN)
     offs_d = tl.arange(0, HEAD_DIM)
-    d_ok = offs_d < D
     row_ok = offs_m < S
-    q_mask = row_ok[:, None] & d_ok[None, :]
-    q = tl.load(Q + b * stride_qb + h * stride_qh + offs_m[:, None].to(tl.int64) * stride_qs + offs_d[None, :],
-                mask=q_mask, other=0.0)  # [BM, HEAD_DIM]
-    do = tl.load(DO + b * stride_gb + h * stride_gh + offs_m[:, None].to(tl.int64) * stride_gs + offs_d[None, :],
-                 mask=q_mask, other=0.0)
+    q = _load_rows(Q + b * stride_qb + h * stride_qh, offs_m, stride_qs, offs_d, S, D, HEAD_DIM, True)
+    do = _load_rows(DO + b * stride_gb + h * stride_gh, offs_m, stride_gs, offs_d, S, D, HEAD_DIM, True)
     if UPCAST:
         q = q.to(tl.float32)
         do = do.to(tl.float32)
@@ -230,26 +298,18 @@ def _dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, stride_qb, stride_qh, stride_qs, str
     k_base = K + b * stride_kb + h * stride_kh
     v_base = V + b * stride_vb + h * stride_vh
     dq = tl.zeros([BM, HEAD_DIM], dtype=tl.float32)
-    hi = tl.minimum(start_m + BM, S) if CAUSAL else S  # keys right of the diagonal are never seen
-    for start in range(0, hi, BN):
-        cols = start + offs_n
-        kv_mask = (cols < S)[:, None] & d_ok[None, :]
-        k = tl.load(k_base + cols[:, None].to(tl.int64) * stride_ks + offs_d[None, :], mask=kv_mask, other=0.0)
-        v = tl.load(v_base + cols[:, None].to(tl.int64) * stride_vs + offs_d[None, :], mask=kv_mask, other=0.0)
-        if UPCAST:
-            k = k.to(tl.float32)
-            v = v.to(tl.float32)
-        qk = tl.dot(q, tl.trans(k), input_precision=PRECISION)  # [BM, BN]
-        p = tl.math.exp2(qk * qk_scale - lse[:, None])
-        keep = (cols < S)[None, :] & row_ok[:, None]
-        if CAUSAL:
-            keep = keep & (offs_m[:, None] >= cols[None, :])
-        p = tl.where(keep, p, 0.0)
-        dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)  # [BM, BN]
-        ds = p * (dp - delta[:, None])
-        dq += tl.dot(ds.to(k.dtype), k, input_precision=PRECISION)
+    if CAUSAL:  # keys right of the diagonal are never seen; BN divides BM, so [0, start_m) is whole blocks
+        full_end = start_m
+        end = tl.minimum(start_m + BM, S)
+    else:
+        full_end = (S // BN) * BN
+        end = S
+    dq = _dq_block(dq, q, do, lse, delta, k_base, v_base, stride_ks, stride_vs, 0, full_end, offs_m, offs_n, offs_d,
+                   S, qk_scale, D, HEAD_DIM, BN, False, CAUSAL, UPCAST, PRECISION)
+    dq = _dq_block(dq, q, do, lse, delta, k_base, v_base, stride_ks, stride_vs, full_end, end, offs_m, offs_n, offs_d,
+                   S, qk_scale, D, HEAD_DIM, BN, True, CAUSAL, UPCAST, PRECISION)
     tl.store(DQ + b * stride_gb + h * stride_gh + offs_m[:, None].to(tl.int64) * stride_gs + offs_d[None, :],
-             (dq * sm_scale).to(DQ.dtype.element_ty), mask=q_mask)
+             (dq * sm_scale).to(DQ.dtype.element_ty), mask=row_ok[:, None] & (offs_d < D)[None, :])
 
 
 def _check(q, k, v):

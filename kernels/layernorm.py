@@ -17,59 +17,60 @@ from kernels._rows import as_rows, reduction_programs, row_block, row_grid, tune
 @tuned_rows()
 @triton.jit
 def _layernorm_fwd_kernel(X, W, B, Y, MEAN, RSTD, stride_x, stride_y, n_rows, n_cols, eps,
-                          BLOCK: tl.constexpr, SINGLE: tl.constexpr, ROWS: tl.constexpr):
-    first = tl.program_id(0) * ROWS
-    if SINGLE:  # a [ROWS, BLOCK] tile in registers
-        rows = first + tl.arange(0, ROWS)
+                          BLOCK: tl.constexpr, SINGLE: tl.constexpr, ROWS: tl.constexpr, STAGES: tl.constexpr):
+    if SINGLE:  # [ROWS, BLOCK] tiles in registers, tile = program, program + programs, ... (see row_grid)
         cols = tl.arange(0, BLOCK)
-        row_ok = rows < n_rows
         col_ok = cols < n_cols
-        mask = row_ok[:, None] & col_ok[None, :]
-        rows64 = rows.to(tl.int64)[:, None]  # 64-bit: rows * stride can pass 2^31
-        x = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-        mean = tl.sum(x, axis=1) / n_cols  # [ROWS]
-        xc = tl.where(mask, x - mean[:, None], 0.0)
-        rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=1) / n_cols + eps)  # [ROWS]
         w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)
         b = tl.load(B + cols, mask=col_ok, other=0.0).to(tl.float32)
-        y = xc * rstd[:, None] * w[None, :] + b[None, :]
-        tl.store(Y + rows64 * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
-        tl.store(MEAN + rows, mean, mask=row_ok)
-        tl.store(RSTD + rows, rstd, mask=row_ok)
+        for tile in tl.range(tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0), num_stages=STAGES):
+            rows = tile * ROWS + tl.arange(0, ROWS)
+            row_ok = rows < n_rows
+            mask = row_ok[:, None] & col_ok[None, :]
+            rows64 = rows.to(tl.int64)[:, None]  # 64-bit: rows * stride can pass 2^31
+            x = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            mean = tl.sum(x, axis=1) / n_cols  # [ROWS]
+            xc = tl.where(mask, x - mean[:, None], 0.0)
+            rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=1) / n_cols + eps)  # [ROWS]
+            y = xc * rstd[:, None] * w[None, :] + b[None, :]
+            tl.store(Y + rows64 * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
+            tl.store(MEAN + rows, mean, mask=row_ok)
+            tl.store(RSTD + rows, rstd, mask=row_ok)
     else:  # long rows, one at a time, in chunks: mean, variance around it, output (later passes hit L2)
-        for i in range(ROWS):
-            row = first + i
-            if row < n_rows:
-                x_ptr = X + row.to(tl.int64) * stride_x
-                y_ptr = Y + row.to(tl.int64) * stride_y
-                acc = tl.zeros([BLOCK], dtype=tl.float32)
-                for start in range(0, n_cols, BLOCK):
-                    cols = start + tl.arange(0, BLOCK)
-                    acc += tl.load(x_ptr + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
-                mean = tl.sum(acc, axis=0) / n_cols
-                acc = tl.zeros([BLOCK], dtype=tl.float32)
-                for start in range(0, n_cols, BLOCK):
-                    cols = start + tl.arange(0, BLOCK)
-                    mask = cols < n_cols
-                    xc = tl.where(mask, tl.load(x_ptr + cols, mask=mask, other=0.0).to(tl.float32) - mean, 0.0)
-                    acc += xc * xc
-                rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / n_cols + eps)
-                for start in range(0, n_cols, BLOCK):
-                    cols = start + tl.arange(0, BLOCK)
-                    mask = cols < n_cols
-                    x = tl.load(x_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-                    w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
-                    b = tl.load(B + cols, mask=mask, other=0.0).to(tl.float32)
-                    tl.store(y_ptr + cols, ((x - mean) * rstd * w + b).to(Y.dtype.element_ty), mask=mask)
-                tl.store(MEAN + row, mean)
-                tl.store(RSTD + row, rstd)
+        for tile in range(tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0)):
+            for i in range(ROWS):
+                row = tile * ROWS + i
+                if row < n_rows:
+                    x_ptr = X + row.to(tl.int64) * stride_x
+                    y_ptr = Y + row.to(tl.int64) * stride_y
+                    acc = tl.zeros([BLOCK], dtype=tl.float32)
+                    for start in range(0, n_cols, BLOCK):
+                        cols = start + tl.arange(0, BLOCK)
+                        acc += tl.load(x_ptr + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
+                    mean = tl.sum(acc, axis=0) / n_cols
+                    acc = tl.zeros([BLOCK], dtype=tl.float32)
+                    for start in range(0, n_cols, BLOCK):
+                        cols = start + tl.arange(0, BLOCK)
+                        mask = cols < n_cols
+                        xc = tl.where(mask, tl.load(x_ptr + cols, mask=mask, other=0.0).to(tl.float32) - mean, 0.0)
+                        acc += xc * xc
+                    rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / n_cols + eps)
+                    for start in range(0, n_cols, BLOCK):
+                        cols = start + tl.arange(0, BLOCK)
+                        mask = cols < n_cols
+                        x = tl.load(x_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+                        w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+                        b = tl.load(B + cols, mask=mask, other=0.0).to(tl.float32)
+                        tl.store(y_ptr + cols, ((x - mean) * rstd * w + b).to(Y.dtype.element_ty), mask=mask)
+                    tl.store(MEAN + row, mean)
+                    tl.store(RSTD + row, rstd)
 
 
 @tuned_rows()
 @triton.jit
 def _layernorm_bwd_kernel(X, W, DY, MEAN, RSTD, DX, DW_PARTIAL, DB_PARTIAL, stride_x, stride_dy, stride_dx,
                           n_rows, n_cols, rows_per_program, BLOCK: tl.constexpr, SINGLE: tl.constexpr,
-                          ROWS: tl.constexpr):
+                          ROWS: tl.constexpr, STAGES: tl.constexpr):
     pid = tl.program_id(0)
     first = pid * rows_per_program
     last = tl.minimum(first + rows_per_program, n_rows)
@@ -81,7 +82,7 @@ def _layernorm_bwd_kernel(X, W, DY, MEAN, RSTD, DX, DW_PARTIAL, DB_PARTIAL, stri
         w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)
         dw = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
         db = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
-        for start in range(first, last, ROWS):
+        for start in tl.range(first, last, ROWS, num_stages=STAGES):  # pipelined: next rows load meanwhile
             rows = start + tl.arange(0, ROWS)
             row_ok = rows < last
             mask = row_ok[:, None] & col_ok[None, :]
@@ -155,7 +156,7 @@ def layernorm_fwd(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float 
     rstd = torch.empty(n_rows, dtype=torch.float32, device=x.device)  # [rows]
     block, single = row_block(n_cols)
     if n_rows:
-        _layernorm_fwd_kernel[row_grid(n_rows)](x2, w, b, y2, mean, rstd, x2.stride(0), y2.stride(0), n_rows, n_cols, eps,
+        _layernorm_fwd_kernel[row_grid(n_rows, x.device)](x2, w, b, y2, mean, rstd, x2.stride(0), y2.stride(0), n_rows, n_cols, eps,
                                          BLOCK=block, SINGLE=single)
     return y, mean, rstd
 

@@ -17,45 +17,47 @@ from kernels._rows import as_rows, reduction_programs, row_block, row_grid, tune
 @tuned_rows()
 @triton.jit
 def _rmsnorm_fwd_kernel(X, W, Y, RSTD, stride_x, stride_y, n_rows, n_cols, eps,
-                        BLOCK: tl.constexpr, SINGLE: tl.constexpr, ROWS: tl.constexpr):
-    first = tl.program_id(0) * ROWS
-    if SINGLE:  # a [ROWS, BLOCK] tile in registers
-        rows = first + tl.arange(0, ROWS)
+                        BLOCK: tl.constexpr, SINGLE: tl.constexpr, ROWS: tl.constexpr, STAGES: tl.constexpr):
+    if SINGLE:  # [ROWS, BLOCK] tiles in registers, tile = program, program + programs, ... (see row_grid)
         cols = tl.arange(0, BLOCK)
-        row_ok = rows < n_rows
-        mask = row_ok[:, None] & (cols[None, :] < n_cols)
-        rows64 = rows.to(tl.int64)[:, None]  # 64-bit: rows * stride can pass 2^31
-        x = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-        rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=1) / n_cols + eps)  # [ROWS]
         w = tl.load(W + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
-        y = x * rstd[:, None] * w[None, :]
-        tl.store(Y + rows64 * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
-        tl.store(RSTD + rows, rstd, mask=row_ok)
+        for tile in tl.range(tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0), num_stages=STAGES):
+            rows = tile * ROWS + tl.arange(0, ROWS)
+            row_ok = rows < n_rows
+            mask = row_ok[:, None] & (cols[None, :] < n_cols)
+            rows64 = rows.to(tl.int64)[:, None]  # 64-bit: rows * stride can pass 2^31
+            x = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=1) / n_cols + eps)  # [ROWS]
+            y = x * rstd[:, None] * w[None, :]
+            tl.store(Y + rows64 * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
+            tl.store(RSTD + rows, rstd, mask=row_ok)
     else:  # long rows, one at a time, in chunks: sum of squares, then the output (the second pass hits L2)
-        for i in range(ROWS):
-            row = first + i
-            if row < n_rows:
-                x_ptr = X + row.to(tl.int64) * stride_x
-                y_ptr = Y + row.to(tl.int64) * stride_y
-                acc = tl.zeros([BLOCK], dtype=tl.float32)
-                for start in range(0, n_cols, BLOCK):
-                    cols = start + tl.arange(0, BLOCK)
-                    x = tl.load(x_ptr + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
-                    acc += x * x
-                rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / n_cols + eps)
-                for start in range(0, n_cols, BLOCK):
-                    cols = start + tl.arange(0, BLOCK)
-                    mask = cols < n_cols
-                    x = tl.load(x_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-                    w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
-                    tl.store(y_ptr + cols, (x * rstd * w).to(Y.dtype.element_ty), mask=mask)
-                tl.store(RSTD + row, rstd)
+        for tile in range(tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0)):
+            for i in range(ROWS):
+                row = tile * ROWS + i
+                if row < n_rows:
+                    x_ptr = X + row.to(tl.int64) * stride_x
+                    y_ptr = Y + row.to(tl.int64) * stride_y
+                    acc = tl.zeros([BLOCK], dtype=tl.float32)
+                    for start in range(0, n_cols, BLOCK):
+                        cols = start + tl.arange(0, BLOCK)
+                        x = tl.load(x_ptr + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
+                        acc += x * x
+                    rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / n_cols + eps)
+                    for start in range(0, n_cols, BLOCK):
+                        cols = start + tl.arange(0, BLOCK)
+                        mask = cols < n_cols
+                        x = tl.load(x_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+                        w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+                        tl.store(y_ptr + cols, (x * rstd * w).to(Y.dtype.element_ty), mask=mask)
+                    tl.store(RSTD + row, rstd)
 
 
 @tuned_rows()
 @triton.jit
 def _rmsnorm_bwd_kernel(X, W, DY, RSTD, DX, DW_PARTIAL, stride_x, stride_dy, stride_dx, n_rows, n_cols,
-                        rows_per_program, BLOCK: tl.constexpr, SINGLE: tl.constexpr, ROWS: tl.constexpr):
+                        rows_per_program, BLOCK: tl.constexpr, SINGLE: tl.constexpr, ROWS: tl.constexpr,
+                        STAGES: tl.constexpr):
     pid = tl.program_id(0)
     first = pid * rows_per_program
     last = tl.minimum(first + rows_per_program, n_rows)
@@ -65,7 +67,7 @@ def _rmsnorm_bwd_kernel(X, W, DY, RSTD, DX, DW_PARTIAL, stride_x, stride_dy, str
         col_ok = cols < n_cols
         w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)
         dw = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
-        for start in range(first, last, ROWS):
+        for start in tl.range(first, last, ROWS, num_stages=STAGES):
             rows = start + tl.arange(0, ROWS)
             row_ok = rows < last
             mask = row_ok[:, None] & col_ok[None, :]
@@ -126,7 +128,7 @@ def rmsnorm_fwd(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6,
     rstd = torch.empty(n_rows, dtype=torch.float32, device=x.device)  # [rows]
     block, single = row_block(n_cols)
     if n_rows:
-        _rmsnorm_fwd_kernel[row_grid(n_rows)](x2, w, y2, rstd, x2.stride(0), y2.stride(0), n_rows, n_cols, eps,
+        _rmsnorm_fwd_kernel[row_grid(n_rows, x.device)](x2, w, y2, rstd, x2.stride(0), y2.stride(0), n_rows, n_cols, eps,
                                        BLOCK=block, SINGLE=single)
     return y, rstd
 

@@ -58,6 +58,19 @@ def test_run_writes_rows_table_and_roofline_fields(tmp_path):
     assert df.iloc[0]["git_sha"]
 
 
+def test_run_filters_by_mode(tmp_path):
+    suites = tmp_path / "suites.yaml"
+    suites.write_text(SMALL)
+    out = tmp_path / "res.jsonl"
+    bench("run", "small", "--suites", str(suites), "--device", "cpu", "--out", str(out), "--quick-timing",
+          "--no-report", "--component", "rmsnorm", "--impl", "eager", "--mode", "fwd_bwd")
+    df = results.load(out)
+    assert len(df) == 2 * 2 and set(df["mode"]) == {"fwd_bwd"}  # 2 points x 2 dtypes, one mode
+    proc = bench("run", "small", "--suites", str(suites), "--device", "cpu", "--out", str(tmp_path / "none.jsonl"),
+                 "--component", "matmul", "--mode", "bwd", check=False)
+    assert proc.returncode != 0 and "--mode" in proc.stderr + proc.stdout and "no case" in proc.stderr + proc.stdout
+
+
 @pytest.mark.slow
 def test_list_and_costs_and_calibrate(tmp_path):
     proc = bench("list", "--device", "cpu")

@@ -15,7 +15,8 @@ POINTS = {
     "attention": [{"batch": 2, "heads": 3, "seq": 37, "head_dim": 16, "causal": True},
                   {"batch": 1, "heads": 2, "seq": 1, "head_dim": 64, "causal": False},
                   {"batch": 1, "heads": 2, "seq": 100, "head_dim": 64, "causal": True},
-                  {"batch": 1, "heads": 1, "seq": 257, "head_dim": 16, "causal": False}],
+                  {"batch": 1, "heads": 1, "seq": 257, "head_dim": 16, "causal": False},
+                  {"batch": 1, "heads": 1, "seq": 83, "head_dim": 40, "causal": True}],  # head_dim padded to 64
     "softmax": [{"rows": 37, "dim": 123}, {"rows": 1, "dim": 1}, {"rows": 3, "dim": 5000},
                 {"rows": 2, "dim": 65537}],
 }
