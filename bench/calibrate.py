@@ -6,12 +6,13 @@ a memcpy and smaller GEMMs.
 """
 from __future__ import annotations
 
-import torch
-
-from bench.dtypes import precision, torch_dtype
+import dataclasses
 import os
 import socket
 
+import torch
+
+from bench.dtypes import precision, torch_dtype
 from bench.timing import TimingConfig, time_call, time_fixed, wall_clock
 
 CAL_TIMING = TimingConfig(warmup_min_ms=100, warmup_max_ms=3000, min_samples=10, min_time_ms=200, max_time_s=5,
@@ -34,11 +35,14 @@ def _copy_bw(device: str, nbytes: int, cfg: TimingConfig) -> float:
 
 def _matmul_rate(device: str, dtype: str, n: int, cfg: TimingConfig, layout: str = "nn") -> float:
     """FLOP/s of an n^3 product; layout "nt" / "tn" multiplies by a transposed view (the backward's operands),
-    which cuBLAS runs with other kernels."""
+    which cuBLAS runs with other kernels. Timed without the L2 flush: a compute ceiling is the rate attained with
+    operands warm, as the second and third products of a forward + backward run (NOTE: on an H200 with the
+    flush, 2 of 50 matmul suite rows still read 100.3% and 102.2%; both were fwd_bwd or tf32 4096^3)."""
     gen = torch.Generator(device=device).manual_seed(0)
     a = torch.randn(n, n, generator=gen, device=device).to(torch_dtype(dtype))
     b = torch.randn(n, n, generator=gen, device=device).to(torch_dtype(dtype))
     a, b = (a.t() if layout[0] == "t" else a), (b.t() if layout[1] == "t" else b)
+    cfg = dataclasses.replace(cfg, flush_l2=False)
     with precision(dtype):
         t = time_call(lambda: torch.mm(a, b), device, cfg)
     return 2 * n**3 / (t.summary()[CEILING_QUANTILE] * 1e-3)

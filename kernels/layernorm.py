@@ -14,28 +14,38 @@ import triton.language as tl
 from kernels._rows import as_rows, reduction_programs, row_block, row_grid, tuned_rows
 
 
+@triton.jit
+def _layernorm_fwd_tile(X, W, B, Y, MEAN, RSTD, tile, stride_x, stride_y, n_rows, n_cols, eps, BLOCK: tl.constexpr,
+                        ROWS: tl.constexpr):
+    """Rows [tile * ROWS, tile * ROWS + ROWS) held in registers as one [ROWS, BLOCK] tile."""
+    rows = tile * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK)
+    row_ok = rows < n_rows
+    col_ok = cols < n_cols
+    mask = row_ok[:, None] & col_ok[None, :]
+    rows64 = rows.to(tl.int64)[:, None]  # 64-bit: rows * stride can pass 2^31
+    x = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    mean = tl.sum(x, axis=1) / n_cols  # [ROWS]
+    xc = tl.where(mask, x - mean[:, None], 0.0)
+    rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=1) / n_cols + eps)  # [ROWS]
+    w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)
+    b = tl.load(B + cols, mask=col_ok, other=0.0).to(tl.float32)
+    y = xc * rstd[:, None] * w[None, :] + b[None, :]
+    tl.store(Y + rows64 * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
+    tl.store(MEAN + rows, mean, mask=row_ok)
+    tl.store(RSTD + rows, rstd, mask=row_ok)
+
+
 @tuned_rows()
 @triton.jit
 def _layernorm_fwd_kernel(X, W, B, Y, MEAN, RSTD, stride_x, stride_y, n_rows, n_cols, eps,
                           BLOCK: tl.constexpr, SINGLE: tl.constexpr, ROWS: tl.constexpr, STAGES: tl.constexpr):
-    if SINGLE:  # [ROWS, BLOCK] tiles in registers, tile = program, program + programs, ... (see row_grid)
-        cols = tl.arange(0, BLOCK)
-        col_ok = cols < n_cols
-        w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)
-        b = tl.load(B + cols, mask=col_ok, other=0.0).to(tl.float32)
+    if SINGLE and STAGES == 1:  # one tile a program (straight-line code, as rmsnorm's)
+        _layernorm_fwd_tile(X, W, B, Y, MEAN, RSTD, tl.program_id(0), stride_x, stride_y, n_rows, n_cols, eps, BLOCK,
+                            ROWS)
+    elif SINGLE:  # tiles program, program + programs, ... pipelined (see row_grid)
         for tile in tl.range(tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0), num_stages=STAGES):
-            rows = tile * ROWS + tl.arange(0, ROWS)
-            row_ok = rows < n_rows
-            mask = row_ok[:, None] & col_ok[None, :]
-            rows64 = rows.to(tl.int64)[:, None]  # 64-bit: rows * stride can pass 2^31
-            x = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-            mean = tl.sum(x, axis=1) / n_cols  # [ROWS]
-            xc = tl.where(mask, x - mean[:, None], 0.0)
-            rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=1) / n_cols + eps)  # [ROWS]
-            y = xc * rstd[:, None] * w[None, :] + b[None, :]
-            tl.store(Y + rows64 * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
-            tl.store(MEAN + rows, mean, mask=row_ok)
-            tl.store(RSTD + rows, rstd, mask=row_ok)
+            _layernorm_fwd_tile(X, W, B, Y, MEAN, RSTD, tile, stride_x, stride_y, n_rows, n_cols, eps, BLOCK, ROWS)
     else:  # long rows, one at a time, in chunks: mean, variance around it, output (later passes hit L2)
         for tile in range(tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0)):
             for i in range(ROWS):

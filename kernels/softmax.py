@@ -13,22 +13,42 @@ import triton.language as tl
 from kernels._rows import as_rows, row_block, row_grid, tuned_rows
 
 
+@triton.jit
+def _softmax_fwd_tile(X, Y, tile, stride_x, stride_y, n_rows, n_cols, BLOCK: tl.constexpr, ROWS: tl.constexpr):
+    rows = tile * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK)
+    mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
+    rows64 = rows.to(tl.int64)[:, None]  # 64-bit: rows * stride can pass 2^31
+    x = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=-float("inf")).to(tl.float32)
+    # rows past the end are all -inf: clamp their max so they give zeros (never stored), not NaN
+    row_max = tl.maximum(tl.max(x, axis=1), -3.0e38)
+    e = tl.exp(x - row_max[:, None])
+    y = e / tl.sum(e, axis=1)[:, None]
+    tl.store(Y + rows64 * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _softmax_bwd_tile(Y, DY, DX, tile, stride_y, stride_dy, stride_dx, n_rows, n_cols, BLOCK: tl.constexpr,
+                      ROWS: tl.constexpr):
+    rows = tile * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK)
+    mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
+    rows64 = rows.to(tl.int64)[:, None]
+    y = tl.load(Y + rows64 * stride_y + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    dy = tl.load(DY + rows64 * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    dot = tl.sum(y * dy, axis=1)  # [ROWS]
+    tl.store(DX + rows64 * stride_dx + cols[None, :], (y * (dy - dot[:, None])).to(DX.dtype.element_ty), mask=mask)
+
+
 @tuned_rows()
 @triton.jit
 def _softmax_fwd_kernel(X, Y, stride_x, stride_y, n_rows, n_cols, BLOCK: tl.constexpr, SINGLE: tl.constexpr,
                         ROWS: tl.constexpr, STAGES: tl.constexpr):
-    if SINGLE:  # [ROWS, BLOCK] tiles in registers, tile = program, program + programs, ... (see row_grid)
-        cols = tl.arange(0, BLOCK)
+    if SINGLE and STAGES == 1:  # one [ROWS, BLOCK] tile a program, in registers
+        _softmax_fwd_tile(X, Y, tl.program_id(0), stride_x, stride_y, n_rows, n_cols, BLOCK, ROWS)
+    elif SINGLE:  # tiles program, program + programs, ... pipelined (see row_grid)
         for tile in tl.range(tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0), num_stages=STAGES):
-            rows = tile * ROWS + tl.arange(0, ROWS)
-            mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
-            rows64 = rows.to(tl.int64)[:, None]  # 64-bit: rows * stride can pass 2^31
-            x = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=-float("inf")).to(tl.float32)
-            # rows past the end are all -inf: clamp their max so they give zeros (never stored), not NaN
-            row_max = tl.maximum(tl.max(x, axis=1), -3.0e38)
-            e = tl.exp(x - row_max[:, None])
-            y = e / tl.sum(e, axis=1)[:, None]
-            tl.store(Y + rows64 * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
+            _softmax_fwd_tile(X, Y, tile, stride_x, stride_y, n_rows, n_cols, BLOCK, ROWS)
     else:  # long rows, one at a time: running max and rescaled sum, then the output (second pass hits L2)
         for tile in range(tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0)):
             for i in range(ROWS):
@@ -59,17 +79,11 @@ def _softmax_fwd_kernel(X, Y, stride_x, stride_y, n_rows, n_cols, BLOCK: tl.cons
 @triton.jit
 def _softmax_bwd_kernel(Y, DY, DX, stride_y, stride_dy, stride_dx, n_rows, n_cols, BLOCK: tl.constexpr,
                         SINGLE: tl.constexpr, ROWS: tl.constexpr, STAGES: tl.constexpr):
-    if SINGLE:  # tiles as in the forward
-        cols = tl.arange(0, BLOCK)
+    if SINGLE and STAGES == 1:  # tiles as in the forward
+        _softmax_bwd_tile(Y, DY, DX, tl.program_id(0), stride_y, stride_dy, stride_dx, n_rows, n_cols, BLOCK, ROWS)
+    elif SINGLE:
         for tile in tl.range(tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0), num_stages=STAGES):
-            rows = tile * ROWS + tl.arange(0, ROWS)
-            mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
-            rows64 = rows.to(tl.int64)[:, None]
-            y = tl.load(Y + rows64 * stride_y + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-            dy = tl.load(DY + rows64 * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-            dot = tl.sum(y * dy, axis=1)  # [ROWS]
-            tl.store(DX + rows64 * stride_dx + cols[None, :], (y * (dy - dot[:, None])).to(DX.dtype.element_ty),
-                     mask=mask)
+            _softmax_bwd_tile(Y, DY, DX, tile, stride_y, stride_dy, stride_dx, n_rows, n_cols, BLOCK, ROWS)
     else:
         for tile in range(tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0)):
             for i in range(ROWS):

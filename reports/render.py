@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from bench.results import atomic_write, load
+from bench.roofline import datasheet
 
 TEMPLATES = Path(__file__).parent / "templates"
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"]
@@ -205,10 +206,16 @@ def busbw_chart(g: pd.DataFrame, device: str) -> dict:
                                  name=html.escape(f"{op} ({ws} ranks, {dtype})"), text=text,
                                  hovertemplate="%{text}<extra></extra>"))
     ceiling = ok["peak_comm_gbps"].dropna() if "peak_comm_gbps" in ok.columns else pd.Series(dtype=float)
-    if len(ceiling):
+    span = [ok["mb"].min(), ok["mb"].max()]
+    if len(ceiling):  # what predicted_comm_ms used: calibrated all-reduce bus bandwidth, or the datasheet's
         c = float(ceiling.iloc[0])
-        fig.add_trace(go.Scatter(x=[ok["mb"].min(), ok["mb"].max()], y=[c, c], mode="lines", name=f"interconnect {c:,.0f} GB/s",
+        fig.add_trace(go.Scatter(x=span, y=[c, c], mode="lines", name=f"ceiling used for predictions {c:,.0f} GB/s",
                                  line=dict(color="#666", dash="dash")))
+    sheet = datasheet(device)
+    if sheet is not None and sheet.interconnect_bw:
+        d = sheet.interconnect_bw / 1e9
+        fig.add_trace(go.Scatter(x=span, y=[d, d], mode="lines", name=f"datasheet interconnect {d:,.0f} GB/s",
+                                 line=dict(color="#000", dash="dot")))
     fig.update_layout(**_layout(f"Bus bandwidth on {html.escape(device)}", "message size (MB, log)",
                                 "bus bandwidth (GB/s, nccl-tests definition)", xlog=True))
     return fig.to_plotly_json()
