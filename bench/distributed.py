@@ -99,17 +99,20 @@ def comm_profile(call, dev: torch.device) -> dict:
         with tempfile.NamedTemporaryFile(suffix=".json") as f:
             prof.export_chrome_trace(f.name)
             kernels = trace_kernels(json.load(open(f.name)))
-        shares = comm_shares(kernels, start.elapsed_time(end))
+        window_ms = start.elapsed_time(end)
+        shares = comm_shares(kernels, window_ms)
     except Exception as e:  # a profiler that will not start must not cost the row
-        shares, failed = {"comm_share": float("nan"), "exposed_comm_share": float("nan")}, first_line(e)
+        shares, window_ms, failed = {"comm_share": 0.0, "exposed_comm_share": 0.0}, 0.0, first_line(e)
     else:
         failed = ""
-    both = torch.tensor([shares["comm_share"], shares["exposed_comm_share"]], dtype=torch.float64, device=dev)
-    dist.all_reduce(both, op=dist.ReduceOp.MAX)  # NaN (a rank that failed) wins MAX
-    if failed or torch.isnan(both).any():
-        return {"comm_note": f"communication share not measured: {failed or 'a rank could not trace'}"}
-    comm_ms = shares["comm_ms"] / COMM_CALLS
-    return {"comm_share": float(both[0]), "exposed_comm_share": float(both[1]), "comm_ms": comm_ms}
+    both = torch.tensor([shares["comm_share"], shares["exposed_comm_share"], 1.0 if failed else 0.0],
+                        dtype=torch.float64, device=dev)
+    dist.all_reduce(both, op=dist.ReduceOp.MAX)
+    if both[2] > 0:
+        return {"comm_note": f"communication share not measured: {failed or 'another rank could not trace'}"}
+    # per call, on this rank: NCCL busy time and the traced calls' own time (slower than the timed ones: tracing)
+    return {"comm_share": float(both[0]), "exposed_comm_share": float(both[1]),
+            "comm_ms": shares["comm_ms"] / COMM_CALLS, "comm_window_ms": window_ms / COMM_CALLS}
 
 
 def trace_kernels(trace: dict) -> list[tuple[str, float, float]]:
