@@ -49,3 +49,41 @@ def test_softmax_forward_and_backward_one_tile_a_program(x):
     launch(SM._softmax_bwd_kernel, y, dy, dx, y.stride(0), dy.stride(0), dx.stride(0), N_ROWS, N_COLS)
     torch.testing.assert_close(dx.double(), ref * (dy.double() - (ref * dy.double()).sum(-1, keepdim=True)),
                                rtol=1e-4, atol=1e-6)
+
+
+def _backward(kernel, x, w, dy, stats, stages, n_partials=1, rows_per_program=3):
+    """Launch a norm backward with `stages` over programs of rows_per_program rows (several programs, a partial
+    last one); returns dx and the partial rows summed."""
+    n_rows, n_cols = x.shape
+    block, single = row_block(n_cols)
+    programs = -(-n_rows // rows_per_program)
+    dx = torch.empty_like(x)
+    partials = [torch.full((programs, n_cols), float("nan")) for _ in range(n_partials)]  # every row written
+    kernel.fn[(programs,)](x, w, dy, *stats, dx, *partials, x.stride(0), dy.stride(0), dx.stride(0), n_rows, n_cols,
+                           rows_per_program, BLOCK=block, SINGLE=single, ROWS=2, STAGES=stages, num_warps=4)
+    return dx, [p.sum(0) for p in partials]
+
+
+@pytest.mark.parametrize("stages", [1, 2, 3])
+def test_rmsnorm_backward_every_stages_path(x, stages):
+    """STAGES 1 plain, 2 register prefetch of the next tile, 3 tl.range pipelining: same dx and dw."""
+    w, dy = torch.rand(N_COLS) + 0.5, torch.randn_like(x)
+    rstd = torch.rsqrt(x.pow(2).mean(-1) + 1e-6)
+    dx, (dw,) = _backward(RN._rmsnorm_bwd_kernel, x, w, dy, (rstd,), stages)
+    xr = x.double().requires_grad_()
+    wr = w.double().requires_grad_()
+    (xr * torch.rsqrt(xr.pow(2).mean(-1, keepdim=True) + 1e-6) * wr).backward(dy.double())
+    torch.testing.assert_close(dx.double(), xr.grad, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(dw.double(), wr.grad, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("stages", [1, 2, 3])
+def test_layernorm_backward_every_stages_path(x, stages):
+    w, dy = torch.rand(N_COLS) + 0.5, torch.randn_like(x)
+    mean, rstd = x.mean(-1), torch.rsqrt(x.var(-1, unbiased=False) + 1e-5)
+    dx, (dw, db) = _backward(LN._layernorm_bwd_kernel, x, w, dy, (mean, rstd), stages, n_partials=2)
+    xr, wr, br = (t.double().requires_grad_() for t in (x, w, torch.zeros(N_COLS)))
+    torch.nn.functional.layer_norm(xr, (N_COLS,), wr, br, 1e-5).backward(dy.double())
+    torch.testing.assert_close(dx.double(), xr.grad, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(dw.double(), wr.grad, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(db.double(), br.grad, rtol=1e-4, atol=1e-5)
