@@ -62,7 +62,7 @@ def measure_ranked(case: Case, device: str, cfg: TimingConfig, seed: int) -> dic
         if device == "cuda":
             torch.cuda.reset_peak_memory_stats()
         timing = time_ranked(lambda: fn(**inputs), device, cfg)
-        comm = comm_profile(lambda: fn(**inputs), dev) if device == "cuda" else {}
+        comm = comm_profile(lambda: fn(**inputs), dev) if device == "cuda" and comp.comm_share else {}
     row.update(timing.summary())
     row["compile_s"] = max(0.0, timing.first_call_ms - row["median_ms"]) / 1e3
     if device == "cuda":

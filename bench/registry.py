@@ -133,6 +133,9 @@ class Component:
     # make_inputs(point, dtype, device, seed, rank) and reference(point, dtype, seed, rank, world_size, n) ->
     # the first n elements this rank must end with, in float64. The world size is the point's `world_size`.
     ranked: bool = False
+    # ranked components whose rows measure the share of a call spent in communication (a CUPTI trace of a few
+    # calls on GPUs, bench/distributed.py): worth it for a training step, not for a bare collective (all of it)
+    comm_share: bool = False
     impls: dict[str, Impl] = field(default_factory=dict)
 
     def world_size(self, impl: "Impl", point: dict) -> int:

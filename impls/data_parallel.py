@@ -91,6 +91,7 @@ data_parallel = component(
     dtypes=("fp32", "bf16"),
     baseline="ddp",
     ranked=True,
+    comm_share=True,
 )
 
 
