@@ -78,8 +78,8 @@ COMM_CALLS = 3  # calls profiled for the communication share
 
 def comm_profile(call, dev: torch.device) -> dict:
     """Share of a call's GPU time spent in communication, from a CUPTI trace of COMM_CALLS calls after timing:
-    comm_share = time some NCCL kernel runs / the calls' time; exposed_comm_share = time an NCCL kernel runs
-    while no other kernel does (communication nothing overlaps). Both are the largest over ranks. NCCL kernels
+    comm_share = time some NCCL kernel runs / the span of the traced kernels; exposed_comm_share = time an NCCL
+    kernel runs while no other kernel does (communication nothing overlaps). Both are the largest over ranks. NCCL kernels
     start when their stream reaches them and end when every rank has joined, so a rank's wait for a slower
     one counts as communication. On failure the row says why instead (the measurement is kept)."""
     import tempfile
@@ -89,20 +89,16 @@ def comm_profile(call, dev: torch.device) -> dict:
     try:
         dist.barrier()
         torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            start.record()
             for _ in range(COMM_CALLS):
                 call()
-            end.record()
             torch.cuda.synchronize()
         with tempfile.NamedTemporaryFile(suffix=".json") as f:
             prof.export_chrome_trace(f.name)
             kernels = trace_kernels(json.load(open(f.name)))
-        window_ms = start.elapsed_time(end)
-        shares = comm_shares(kernels, window_ms)
+        shares = comm_shares(kernels)
     except Exception as e:  # a profiler that will not start must not cost the row
-        shares, window_ms, failed = {"comm_share": 0.0, "exposed_comm_share": 0.0}, 0.0, first_line(e)
+        shares, failed = {"comm_share": 0.0, "exposed_comm_share": 0.0}, first_line(e)
     else:
         failed = ""
     both = torch.tensor([shares["comm_share"], shares["exposed_comm_share"], 1.0 if failed else 0.0],
@@ -110,9 +106,9 @@ def comm_profile(call, dev: torch.device) -> dict:
     dist.all_reduce(both, op=dist.ReduceOp.MAX)
     if both[2] > 0:
         return {"comm_note": f"communication share not measured: {failed or 'another rank could not trace'}"}
-    # per call, on this rank: NCCL busy time and the traced calls' own time (slower than the timed ones: tracing)
+    # per call, on this rank: NCCL busy time and the traced kernels' span (tracing slows the calls a little)
     return {"comm_share": float(both[0]), "exposed_comm_share": float(both[1]),
-            "comm_ms": shares["comm_ms"] / COMM_CALLS, "comm_window_ms": window_ms / COMM_CALLS}
+            "comm_ms": shares["comm_ms"] / COMM_CALLS, "comm_window_ms": shares["span_ms"] / COMM_CALLS}
 
 
 def trace_kernels(trace: dict) -> list[tuple[str, float, float]]:
@@ -121,16 +117,17 @@ def trace_kernels(trace: dict) -> list[tuple[str, float, float]]:
             if e.get("cat") == "kernel" and "dur" in e]
 
 
-def comm_shares(kernels: list[tuple[str, float, float]], window_ms: float) -> dict:
-    """comm_share and exposed_comm_share (see comm_profile) of kernels (name, start us, end us) traced over
-    window_ms, and comm_ms, the NCCL busy time. Overlapping kernels are counted once (interval union)."""
+def comm_shares(kernels: list[tuple[str, float, float]]) -> dict:
+    """comm_share and exposed_comm_share (see comm_profile) of kernels (name, start us, end us) over their span
+    (first start to last end), comm_ms, the NCCL busy time, and span_ms. Overlapping kernels count once."""
     comm = union([(a, b) for name, a, b in kernels if "nccl" in name.lower()])
     other = union([(a, b) for name, a, b in kernels if "nccl" not in name.lower()])
     busy = length(comm)
     exposed = busy - length(intersect(comm, other))
-    window_us = max(window_ms * 1e3, 1e-9)
-    return {"comm_share": min(busy / window_us, 1.0), "exposed_comm_share": min(exposed / window_us, 1.0),
-            "comm_ms": busy / 1e3}
+    span = max((b for _, _, b in kernels), default=0.0) - min((a for _, a, _ in kernels), default=0.0)
+    span = max(span, 1e-9)
+    return {"comm_share": busy / span, "exposed_comm_share": exposed / span, "comm_ms": busy / 1e3,
+            "span_ms": span / 1e3}
 
 
 def union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:

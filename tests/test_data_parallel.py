@@ -96,9 +96,9 @@ def test_bench_run_data_parallel_rows(tmp_path):
 
 
 def test_comm_share_from_a_trace_counts_overlap_once_and_exposed_time_apart():
-    """A hand-made chrome trace: compute 0-10 us and 18-19 us, NCCL 5-15 and 14-20 (overlapping each other), a
-    CPU op that must be ignored, over a 25 us window. NCCL is busy 5-20 (15 us, 60%); compute covers 5-10 and
-    18-19 of that (6 us), so 9 us (36%) is exposed."""
+    """A hand-made chrome trace: compute 0-10 us and 18-19 us, NCCL 5-15 and 14-20 (overlapping each other), and
+    a CPU op that must be ignored; the kernels span 0-20 us. NCCL is busy 5-20 (15 us, 75%); compute covers 5-10
+    and 18-19 of that (6 us), so 9 us (45%) is exposed."""
     from bench.distributed import comm_shares, trace_kernels
 
     trace = {"traceEvents": [
@@ -111,8 +111,8 @@ def test_comm_share_from_a_trace_counts_overlap_once_and_exposed_time_apart():
     ]}
     kernels = trace_kernels(trace)
     assert len(kernels) == 4
-    shares = comm_shares(kernels, window_ms=0.025)
-    assert shares["comm_share"] == pytest.approx(0.60)
-    assert shares["exposed_comm_share"] == pytest.approx(0.36)
-    assert shares["comm_ms"] == pytest.approx(0.015)
-    assert comm_shares([k for k in kernels if "nccl" not in k[0]], 0.025)["comm_share"] == 0.0
+    shares = comm_shares(kernels)
+    assert shares["comm_share"] == pytest.approx(0.75)
+    assert shares["exposed_comm_share"] == pytest.approx(0.45)
+    assert shares["comm_ms"] == pytest.approx(0.015) and shares["span_ms"] == pytest.approx(0.020)
+    assert comm_shares([k for k in kernels if "nccl" not in k[0]])["comm_share"] == 0.0
