@@ -123,9 +123,8 @@ def _allreduce_rank(rank: int, world: int, device: str, nbytes: int, iters: int,
 
 def allreduce_busbw(device: str, world: int, nbytes: int = 256 * 2**20, iters: int = 20) -> dict:
     """All-reduce bus bandwidth as nccl-tests defines it: algbw = bytes / time, busbw = algbw * 2(n-1)/n.
-    One process per rank (NCCL on GPUs, gloo on the CPU); time is the slowest rank's median."""
-    import statistics
-
+    One process per rank (NCCL on GPUs, gloo on the CPU); time is the slowest rank's fast end (20th percentile,
+    as every ceiling)."""
     import torch.multiprocessing as mp
 
     ctx = mp.get_context("spawn")
@@ -149,7 +148,7 @@ def allreduce_busbw(device: str, world: int, nbytes: int = 256 * 2**20, iters: i
             p.kill()
     if len(results) < world:
         raise RuntimeError(f"all-reduce calibration failed: {len(results)} of {world} ranks reported")
-    ms = max(statistics.median(s) for s in results.values())
+    ms = max(sorted(s)[len(s) // 5] for s in results.values())
     algbw = nbytes / (ms * 1e-3)
     return {"world_size": world, "bytes": nbytes, "ms": ms, "algbw": algbw, "busbw": algbw * 2 * (world - 1) / world}
 
@@ -181,11 +180,15 @@ def measure(device: str, quick: bool = False, log=print, world_size: int = 1) ->
     log(f"launch floor ({'one tiny kernel in a CUDA graph' if device == 'cuda' else 'one tiny eager op'}): "
         f"{out['launch_s'] * 1e6:.2f} us")
     if world_size > 1:
-        ar = allreduce_busbw(device, world_size, nbytes=(16 if quick else 256) * 2**20)
+        # NOTE: on 2 x H200 (2026-11-30) a 256 MiB all-reduce gave 289 GB/s while 1 GiB messages reached 325
+        # (all_reduce) and 354 (broadcast): the ceiling is the best over the large sizes
+        runs = [allreduce_busbw(device, world_size, nbytes=mib * 2**20) for mib in ((16,) if quick else (256, 1024))]
+        for ar in runs:
+            log(f"all-reduce {ar['bytes'] / 2**20:.0f} MiB over {world_size} ranks: {ar['ms']:.3f} ms, "
+                f"bus bandwidth {ar['busbw'] / 1e9:,.1f} GB/s")
+        ar = max(runs, key=lambda r: r["busbw"])
         out["interconnect_bw"] = ar["busbw"]
         out["allreduce"] = ar
-        log(f"all-reduce {ar['bytes'] / 2**20:.0f} MiB over {world_size} ranks: {ar['ms']:.3f} ms, "
-            f"bus bandwidth {ar['busbw'] / 1e9:,.1f} GB/s")
     return out
 
 
