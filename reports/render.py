@@ -259,6 +259,30 @@ def table(g: pd.DataFrame) -> dict:
     return {"columns": [label for _, label in TABLE_COLUMNS], "rows": rows}
 
 
+def first_oom(g: pd.DataFrame) -> list[dict]:
+    """Where each implementation first runs out of memory: an `oom` row whose point, moved down along one numeric
+    axis (the rest equal), ran `ok` and nowhere ran out lower. One line per such edge, e.g. naive attention at
+    head_dim=16: ok at seq=4096, out of memory from seq=16384."""
+    lines = []
+    for (impl, mode, dtype, device), s in g.groupby(["impl", "mode", "dtype", "device"], sort=True):
+        rows = [(r["point"], r["status"], r.get("reason", "")) for r in s.to_dict("records") if isinstance(r["point"], dict)]
+        for point, status, reason in rows:
+            if status != "oom":
+                continue
+            for axis, value in point.items():
+                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    continue
+                rest = {k: v for k, v in point.items() if k != axis}
+                line = [(p[axis], st) for p, st, _ in rows if {k: v for k, v in p.items() if k != axis} == rest
+                        and p[axis] < value]
+                ok_below = [v for v, st in line if st == "ok"]
+                if ok_below and not any(st == "oom" for _, st in line):
+                    lines.append({"impl": impl, "mode": mode, "dtype": dtype, "device": device, "axis": axis,
+                                  "ok": max(ok_below), "oom": value, "at": _point_label(rest),
+                                  "reason": str(reason)[:160]})
+    return sorted(lines, key=lambda r: (r["impl"], r["mode"], r["dtype"], r["axis"], r["at"]))
+
+
 def overview(df: pd.DataFrame) -> list[dict]:
     """Per component and device: the fastest impl (geomean speedup over the reference), its % of roofline."""
     out = []
@@ -369,7 +393,7 @@ def render(paths: list[str], out_dir: str | Path, baselines: list[str] | None = 
             charts[f"{cid}-s{i}"] = panel["speedup"]
             panels.append({"title": panel["title"], "time": f"{cid}-t{i}", "speedup": f"{cid}-s{i}"})
         sections.append({"id": cid, "name": comp, "roofs": roofs, "panels": panels,
-                         "table": table(g), "rows": len(g),
+                         "table": table(g), "rows": len(g), "oom": first_oom(g),
                          "impls": ", ".join(sorted(set(g["impl"]))), "baseline": g["baseline_impl"].iloc[0]})
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]))
     page = env.get_template("report.html").render(

@@ -180,3 +180,27 @@ def test_data_parallel_gets_a_memory_chart(tmp_path):
     assert measured["text"][1] == "measured / predicted 1.10"
     assert "predicted MB" in page
     assert "comm % of step" in page and ">37.5%<" in page and ">12.5%<" in page  # measured communication share
+
+
+def test_where_memory_runs_out_names_the_first_oom_point_per_line(tmp_path):
+    """naive attention: at head_dim 16 seq 4096 runs and 16384 and 65536 run out (the first is 16384); at
+    head_dim 64 seq 1024 runs and 4096 runs out; sdpa never does; an oom with no ok point below it (seq 256 is
+    absent at head_dim 128) is not a line."""
+    grid = {(16, 1024): "ok", (16, 4096): "ok", (16, 16384): "oom", (16, 65536): "oom",
+            (64, 1024): "ok", (64, 4096): "oom", (128, 4096): "oom"}
+    rows = [{"run_id": "r", "suite": "a", "component": "attention", "impl": impl, "mode": "fwd",
+             "point": {"batch": 8, "heads": 16, "seq": seq, "head_dim": hd, "causal": True}, "dtype": "bf16",
+             "device": "NVIDIA H200", "status": status, "reason": "CUDA out of memory" if status == "oom" else "",
+             "flops": 4.0 * seq * seq * hd, "bytes": 1.0, "baseline": "naive",
+             **({"samples_ms": [1.0] * 3, "median_ms": 1.0, "p20_ms": 1.0, "p80_ms": 1.0} if status == "ok" else {})}
+            for (hd, seq), st in grid.items() for impl, status in (("naive", st), ("sdpa", "ok"))]
+    from reports.render import first_oom, prepare
+    from bench.results import load
+
+    lines = first_oom(prepare(load([str(write(tmp_path / "a.jsonl", rows))])))
+    got = {(o["impl"], o["axis"], o["ok"], o["oom"], o["at"]) for o in lines}
+    assert got == {("naive", "seq", 4096, 16384, "batch=8,heads=16,head_dim=16,causal=True"),
+                   ("naive", "seq", 1024, 4096, "batch=8,heads=16,head_dim=64,causal=True"),
+                   ("naive", "head_dim", 16, 64, "batch=8,heads=16,seq=4096,causal=True")}
+    page = render([str(tmp_path / "a.jsonl")], tmp_path / "out").read_text()
+    assert "Where memory runs out" in page and "batch=8,heads=16,head_dim=64,causal=True" in page
