@@ -256,7 +256,12 @@ def table(g: pd.DataFrame) -> dict:
         r["reason"] = reason
         cells = [{"text": _fmt(col, r.get(col)), "key": _sort_key(col, r.get(col))} for col, _ in TABLE_COLUMNS]
         rows.append({"status": r["status"], "cells": cells})
-    return {"columns": [label for _, label in TABLE_COLUMNS], "rows": rows}
+    # columns no row of this component fills (a matmul has no communication share) are left out; the first six
+    # (device .. status) and the reason always stay, where the page's styling expects them
+    keep = [i for i, (col, _) in enumerate(TABLE_COLUMNS)
+            if i < 6 or col == "reason" or any(row["cells"][i]["text"] for row in rows)]
+    return {"columns": [TABLE_COLUMNS[i][1] for i in keep],
+            "rows": [{"status": row["status"], "cells": [row["cells"][i] for i in keep]} for row in rows]}
 
 
 def first_oom(g: pd.DataFrame) -> list[dict]:

@@ -204,3 +204,11 @@ def test_where_memory_runs_out_names_the_first_oom_point_per_line(tmp_path):
                    ("naive", "head_dim", 16, 64, "batch=8,heads=16,seq=4096,causal=True")}
     page = render([str(tmp_path / "a.jsonl")], tmp_path / "out").read_text()
     assert "Where memory runs out" in page and "batch=8,heads=16,head_dim=64,causal=True" in page
+
+
+def test_table_leaves_out_columns_no_row_fills(tmp_path):
+    page = render([str(write(tmp_path / "x.jsonl", fixture_rows()))], tmp_path / "out").read_text()
+    section = page.split('id="c-1"')[1]  # rmsnorm (matmul is c-0)
+    header = section.split("<thead>")[1].split("</thead>")[0]
+    assert "median ms" in header and "reason / note" in header and "status" in header
+    assert "comm % of step" not in header and "peak MB" not in header  # nothing fills them here
