@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import torch
 import triton
-import triton.language as tl
 
 from kernels._autotune import INTERPRETED, quick_bench
 
@@ -21,7 +20,7 @@ def row_block(n_cols: int) -> tuple[int, bool]:
     return block, n_cols <= block
 
 
-def _sensible(configs, named_args, prefetch: bool = False, **kwargs):
+def _sensible(configs, named_args, **kwargs):
     """Autotune prune, from a sweep of every (ROWS, warps, STAGES) on an H200 (rmsnorm, bf16, 768..16384 wide):
     the best configs held 16 or 32 elements of the tile per thread, tiles of at most 4K elements (or one row),
     several rows per tile only when a row fits one block, and software pipelining (STAGES 3, a persistent
@@ -32,34 +31,24 @@ def _sensible(configs, named_args, prefetch: bool = False, **kwargs):
     def fits(c):
         rows, warps, stages = c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"]
         tile = rows * block
-        staged = stages == 1 or (stages == 2 and prefetch and single) or (stages == 3 and single and tile <= 8192)
-        return (rows == 1 or single) and tile <= max(block, 4096) and tile // (32 * warps) in (16, 32) and staged
+        return ((rows == 1 or single) and tile <= max(block, 4096) and tile // (32 * warps) in (16, 32)
+                and (stages == 1 or (single and tile <= 8192)))
 
     kept = [c for c in configs if fits(c)]
     return kept or [min(configs, key=lambda c: (c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"]))]
 
 
-def tuned_rows(key: tuple[str, ...] = ("n_cols", "n_rows"), prefetch: bool = False):
-    """triton.autotune over (ROWS, num_warps, STAGES), keyed by the shape (and, implicitly, the dtypes). STAGES:
-    1 plain, 3 software-pipelined through shared memory (tl.range num_stages), 2 (kernels with `prefetch`, the
-    backward's sequential row walks) the next tile loaded into registers while this one computes, for rows too
-    wide to stage in shared memory. The CPU interpreter gets one config, ROWS=2 and STAGES=3, so the tests
-    exercise the row masks and the persistent loops (tests/test_row_kernels.py launches the other paths)."""
+def tuned_rows(key: tuple[str, ...] = ("n_cols", "n_rows")):
+    """triton.autotune over (ROWS, num_warps, STAGES), keyed by the shape (and, implicitly, the dtypes). The CPU
+    interpreter gets one config, ROWS=2 and STAGES=3, so the tests exercise the row masks and the persistent
+    loops."""
     if INTERPRETED:
         configs = [triton.Config({"ROWS": 2, "STAGES": 3}, num_warps=4)]
     else:
         configs = [triton.Config({"ROWS": r, "STAGES": s}, num_warps=w)
-                   for r in (1, 2, 4, 8, 16) for w in (1, 2, 4, 8, 16, 32) for s in (1, 2, 3)]
-    prune = lambda configs, named_args, **kw: _sensible(configs, named_args, prefetch=prefetch, **kw)
-    return triton.autotune(configs=configs, key=list(key), prune_configs_by={"early_config_prune": prune},
+                   for r in (1, 2, 4, 8, 16) for w in (1, 2, 4, 8, 16, 32) for s in (1, 3)]
+    return triton.autotune(configs=configs, key=list(key), prune_configs_by={"early_config_prune": _sensible},
                            do_bench=quick_bench)
-
-
-@triton.jit
-def load_rows(ptr, rows, row_ok, stride, cols, col_ok):
-    """A [len(rows), len(cols)] tile in its stored dtype (zeros outside the masks)."""
-    return tl.load(ptr + rows.to(tl.int64)[:, None] * stride + cols[None, :], mask=row_ok[:, None] & col_ok[None, :],
-                   other=0.0)
 
 
 PERSISTENT_PER_SM = 4  # programs per SM of the pipelined (STAGES > 1) row-parallel kernels

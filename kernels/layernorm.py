@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import as_rows, load_rows, reduction_programs, row_block, row_grid, tuned_rows
+from kernels._rows import as_rows, reduction_programs, row_block, row_grid, tuned_rows
 
 
 @triton.jit
@@ -76,24 +76,7 @@ def _layernorm_fwd_kernel(X, W, B, Y, MEAN, RSTD, stride_x, stride_y, n_rows, n_
                     tl.store(RSTD + row, rstd)
 
 
-@triton.jit
-def _layernorm_bwd_rows(x, dy, w, dw, db, MEAN, RSTD, DX, rows, row_ok, cols, col_ok, stride_dx, n_cols):
-    """dx for one [ROWS, BLOCK] tile (stored), and dw, db plus its contributions."""
-    x = x.to(tl.float32)
-    dy = dy.to(tl.float32)
-    mask = row_ok[:, None] & col_ok[None, :]
-    mean = tl.load(MEAN + rows, mask=row_ok, other=0.0)  # [ROWS]
-    rstd = tl.load(RSTD + rows, mask=row_ok, other=0.0)
-    xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
-    g = dy * w[None, :]
-    c1 = tl.sum(g, axis=1) / n_cols
-    c2 = tl.sum(g * xhat, axis=1) / n_cols
-    dx = rstd[:, None] * (g - c1[:, None] - xhat * c2[:, None])
-    tl.store(DX + rows.to(tl.int64)[:, None] * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask)
-    return dw + dy * xhat, db + dy
-
-
-@tuned_rows(prefetch=True)
+@tuned_rows()
 @triton.jit
 def _layernorm_bwd_kernel(X, W, DY, MEAN, RSTD, DX, DW_PARTIAL, DB_PARTIAL, stride_x, stride_dy, stride_dx,
                           n_rows, n_cols, rows_per_program, BLOCK: tl.constexpr, SINGLE: tl.constexpr,
@@ -109,25 +92,23 @@ def _layernorm_bwd_kernel(X, W, DY, MEAN, RSTD, DX, DW_PARTIAL, DB_PARTIAL, stri
         w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)
         dw = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
         db = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
-        if STAGES == 2:  # the next tile's loads are issued before this tile computes (see rmsnorm)
-            rows = first + tl.arange(0, ROWS)
-            x_next = load_rows(X, rows, rows < last, stride_x, cols, col_ok)
-            dy_next = load_rows(DY, rows, rows < last, stride_dy, cols, col_ok)
-            for start in range(first, last, ROWS):
-                x, dy = x_next, dy_next
-                ahead = start + ROWS + tl.arange(0, ROWS)
-                x_next = load_rows(X, ahead, ahead < last, stride_x, cols, col_ok)
-                dy_next = load_rows(DY, ahead, ahead < last, stride_dy, cols, col_ok)
-                rows = start + tl.arange(0, ROWS)
-                dw, db = _layernorm_bwd_rows(x, dy, w, dw, db, MEAN, RSTD, DX, rows, rows < last, cols, col_ok,
-                                             stride_dx, n_cols)
-        else:
-            for start in tl.range(first, last, ROWS, num_stages=STAGES):  # STAGES 3: pipelined via shared memory
-                rows = start + tl.arange(0, ROWS)
-                x = load_rows(X, rows, rows < last, stride_x, cols, col_ok)
-                dy = load_rows(DY, rows, rows < last, stride_dy, cols, col_ok)
-                dw, db = _layernorm_bwd_rows(x, dy, w, dw, db, MEAN, RSTD, DX, rows, rows < last, cols, col_ok,
-                                             stride_dx, n_cols)
+        for start in tl.range(first, last, ROWS, num_stages=STAGES):  # pipelined: next rows load meanwhile
+            rows = start + tl.arange(0, ROWS)
+            row_ok = rows < last
+            mask = row_ok[:, None] & col_ok[None, :]
+            rows64 = rows.to(tl.int64)[:, None]
+            x = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            dy = tl.load(DY + rows64 * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            mean = tl.load(MEAN + rows, mask=row_ok, other=0.0)  # [ROWS]
+            rstd = tl.load(RSTD + rows, mask=row_ok, other=0.0)
+            xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
+            g = dy * w[None, :]
+            c1 = tl.sum(g, axis=1) / n_cols
+            c2 = tl.sum(g * xhat, axis=1) / n_cols
+            dx = rstd[:, None] * (g - c1[:, None] - xhat * c2[:, None])
+            tl.store(DX + rows64 * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask)
+            dw += dy * xhat
+            db += dy
         tl.store(dw_ptr + cols, tl.sum(dw, axis=0), mask=col_ok)
         tl.store(db_ptr + cols, tl.sum(db, axis=0), mask=col_ok)
     else:  # long rows: two chunked passes a row, the partial rows in global memory (this program's own)

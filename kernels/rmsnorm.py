@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import as_rows, load_rows, reduction_programs, row_block, row_grid, tuned_rows
+from kernels._rows import as_rows, reduction_programs, row_block, row_grid, tuned_rows
 
 
 @triton.jit
@@ -62,21 +62,7 @@ def _rmsnorm_fwd_kernel(X, W, Y, RSTD, stride_x, stride_y, n_rows, n_cols, eps,
                     tl.store(RSTD + row, rstd)
 
 
-@triton.jit
-def _rmsnorm_bwd_rows(x, dy, w, dw, RSTD, DX, rows, row_ok, cols, col_ok, stride_dx, n_cols):
-    """dx for one [ROWS, BLOCK] tile (stored), and dw plus its contribution."""
-    x = x.to(tl.float32)
-    dy = dy.to(tl.float32)
-    rstd = tl.load(RSTD + rows, mask=row_ok, other=0.0)  # [ROWS]
-    g = dy * w[None, :]
-    c = tl.sum(g * x, axis=1) / n_cols
-    dx = rstd[:, None] * (g - x * (rstd * rstd * c)[:, None])
-    tl.store(DX + rows.to(tl.int64)[:, None] * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty),
-             mask=row_ok[:, None] & col_ok[None, :])
-    return dw + dy * x * rstd[:, None]
-
-
-@tuned_rows(prefetch=True)
+@tuned_rows()
 @triton.jit
 def _rmsnorm_bwd_kernel(X, W, DY, RSTD, DX, DW_PARTIAL, stride_x, stride_dy, stride_dx, n_rows, n_cols,
                         rows_per_program, BLOCK: tl.constexpr, SINGLE: tl.constexpr, ROWS: tl.constexpr,
@@ -90,23 +76,19 @@ def _rmsnorm_bwd_kernel(X, W, DY, RSTD, DX, DW_PARTIAL, stride_x, stride_dy, str
         col_ok = cols < n_cols
         w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)
         dw = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
-        if STAGES == 2:  # the next tile's loads are issued before this tile computes
-            rows = first + tl.arange(0, ROWS)
-            x_next = load_rows(X, rows, rows < last, stride_x, cols, col_ok)
-            dy_next = load_rows(DY, rows, rows < last, stride_dy, cols, col_ok)
-            for start in range(first, last, ROWS):
-                x, dy = x_next, dy_next
-                ahead = start + ROWS + tl.arange(0, ROWS)
-                x_next = load_rows(X, ahead, ahead < last, stride_x, cols, col_ok)
-                dy_next = load_rows(DY, ahead, ahead < last, stride_dy, cols, col_ok)
-                rows = start + tl.arange(0, ROWS)
-                dw = _rmsnorm_bwd_rows(x, dy, w, dw, RSTD, DX, rows, rows < last, cols, col_ok, stride_dx, n_cols)
-        else:
-            for start in tl.range(first, last, ROWS, num_stages=STAGES):
-                rows = start + tl.arange(0, ROWS)
-                x = load_rows(X, rows, rows < last, stride_x, cols, col_ok)
-                dy = load_rows(DY, rows, rows < last, stride_dy, cols, col_ok)
-                dw = _rmsnorm_bwd_rows(x, dy, w, dw, RSTD, DX, rows, rows < last, cols, col_ok, stride_dx, n_cols)
+        for start in tl.range(first, last, ROWS, num_stages=STAGES):
+            rows = start + tl.arange(0, ROWS)
+            row_ok = rows < last
+            mask = row_ok[:, None] & col_ok[None, :]
+            rows64 = rows.to(tl.int64)[:, None]
+            x = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            dy = tl.load(DY + rows64 * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            rstd = tl.load(RSTD + rows, mask=row_ok, other=0.0)  # [ROWS]
+            g = dy * w[None, :]
+            c = tl.sum(g * x, axis=1) / n_cols
+            dx = rstd[:, None] * (g - x * (rstd * rstd * c)[:, None])
+            tl.store(DX + rows64 * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask)
+            dw += dy * x * rstd[:, None]
         tl.store(dw_ptr + cols, tl.sum(dw, axis=0), mask=col_ok)
     else:  # long rows: two chunked passes a row, the dw partial row in global memory (this program's own)
         for start in range(0, n_cols, BLOCK):

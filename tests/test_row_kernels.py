@@ -64,9 +64,9 @@ def _backward(kernel, x, w, dy, stats, stages, n_partials=1, rows_per_program=3)
     return dx, [p.sum(0) for p in partials]
 
 
-@pytest.mark.parametrize("stages", [1, 2, 3])
+@pytest.mark.parametrize("stages", [1, 3])
 def test_rmsnorm_backward_every_stages_path(x, stages):
-    """STAGES 1 plain, 2 register prefetch of the next tile, 3 tl.range pipelining: same dx and dw."""
+    """STAGES 1 plain, 3 tl.range pipelining: same dx and dw."""
     w, dy = torch.rand(N_COLS) + 0.5, torch.randn_like(x)
     rstd = torch.rsqrt(x.pow(2).mean(-1) + 1e-6)
     dx, (dw,) = _backward(RN._rmsnorm_bwd_kernel, x, w, dy, (rstd,), stages)
@@ -77,7 +77,7 @@ def test_rmsnorm_backward_every_stages_path(x, stages):
     torch.testing.assert_close(dw.double(), wr.grad, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("stages", [1, 2, 3])
+@pytest.mark.parametrize("stages", [1, 3])
 def test_layernorm_backward_every_stages_path(x, stages):
     w, dy = torch.rand(N_COLS) + 0.5, torch.randn_like(x)
     mean, rstd = x.mean(-1), torch.rsqrt(x.var(-1, unbiased=False) + 1e-5)
