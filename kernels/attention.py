@@ -8,11 +8,16 @@ masks; only the diagonal / last partial block is masked.
 Backward recomputes the probabilities from the saved logsumexp: delta = rowsum(O * dO) first, then one kernel
 per key block accumulating dK and dV over the query blocks that see it, and one per query block accumulating
 dQ over its key blocks (two kernels instead of atomics). Any seq length (masked edges), head_dim 16..128 (padded
-to a power of two), bf16 / fp16 with fp32 accumulation, fp32 with exact (IEEE) products. Tiles are autotuned.
+to a power of two), bf16 / fp16 with fp32 accumulation, fp32 with exact (IEEE) products. Tiles are autotuned,
+and on Hopper and later so is how tiles load: pointer arithmetic, or TMA tensor descriptors over [B, H, S, D]
+(rows past S and columns past D come back as zeros), which need far fewer registers (compiled for sm_90: the
+dK/dV kernel at head_dim 128, 64 x 128 tiles, 255 registers and 808 B of spills with pointers, 254 and none with
+descriptors; the forward at 128 x 64, 255 against 143).
 """
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
 import triton
@@ -23,18 +28,52 @@ from kernels._autotune import INTERPRETED, quick_bench
 LOG2E = 1.4426950408889634
 
 
-def _configs(tiles):
-    """(BM, BN, num_warps, num_stages) tiles; few, as each costs a compile per head_dim and dtype."""
+def _configs(tiles, tma_tiles: int = 3):
+    """(BM, BN, num_warps, num_stages) tiles, each with pointer loads, the first `tma_tiles` again with TMA
+    descriptors (pruned where descriptors cannot be used), and the FP32_TILES; few, as each costs a compile per
+    head_dim and dtype. The interpreter gets one small pointer config (tests/ launch the TMA path directly)."""
     if INTERPRETED:
-        return [triton.Config({"BM": 16, "BN": 16}, num_warps=4, num_stages=1)]
-    return [triton.Config({"BM": m, "BN": n}, num_warps=w, num_stages=s) for m, n, w, s in tiles]
+        return [triton.Config({"BM": 16, "BN": 16, "TMA": False}, num_warps=4, num_stages=1)]
+    chosen = [(t, False) for t in tiles] + [(t, True) for t in tiles[:tma_tiles]] + [(t, False) for t in FP32_TILES]
+    return [triton.Config({"BM": m, "BN": n, "TMA": tma}, num_warps=w, num_stages=s) for (m, n, w, s), tma in chosen]
+
+
+_TMA_OK: bool | None = None  # whether TMA descriptors work in this process (probed once on the first CUDA call)
+
+
+def _alloc(size: int, alignment: int, stream):
+    """Scratch global memory for descriptors made inside kernels (triton.set_allocator)."""
+    return torch.empty(size, dtype=torch.int8, device="cuda")
+
+
+def _tma_usable(named_args) -> bool:
+    """Descriptors need the probe to have passed, 16-byte aligned base addresses and row/head/batch strides; not
+    offered for fp32, whose IEEE products spill more with them (sm_90, head_dim 16, 128 x 64: 1008 B of stack a
+    thread against 128)."""
+    if not _TMA_OK:
+        return False
+    tensors = [named_args[n] for n in ("Q", "K", "V", "DO") if n in named_args]
+    size = tensors[0].element_size()
+    return (tensors[0].dtype != torch.float32 and all(t.data_ptr() % 16 == 0 for t in tensors)
+            and all((v * size) % 16 == 0 for n, v in named_args.items() if n.startswith("stride_")))
+
+
+def _for_dtype(configs, named_args, kwargs):
+    """TMA configs where usable (and the head_dim is a power of two: blocks no wider than the matrix); fp32 gets
+    only the FP32_TILES and the others only theirs."""
+    if INTERPRETED:
+        return configs
+    fp32 = named_args["Q"].dtype == torch.float32
+    tma = _tma_usable(named_args) and kwargs.get("D") == kwargs.get("HEAD_DIM")
+    tile = lambda c: (c.kwargs["BM"], c.kwargs["BN"], c.num_warps, c.num_stages)
+    return [c for c in configs if (tile(c) in FP32_TILES) == fp32 and (tma or not c.kwargs["TMA"])]
 
 
 def _fwd_prune(configs, named_args, **kwargs):
     """The forward's causal split needs BM a multiple of BN; 128-wide tiles at head_dim 128 in fp32 spill."""
     d = kwargs.get("HEAD_DIM", named_args.get("HEAD_DIM"))
     fp32 = named_args["Q"].dtype == torch.float32
-    kept = [c for c in configs if c.kwargs["BM"] % c.kwargs["BN"] == 0
+    kept = [c for c in _for_dtype(configs, named_args, kwargs) if c.kwargs["BM"] % c.kwargs["BN"] == 0
             and not (fp32 and d >= 128 and c.kwargs["BM"] * c.kwargs["BN"] > 64 * 64)]
     return kept or configs[:1]
 
@@ -44,14 +83,15 @@ def _bwd_prune(configs, named_args, **kwargs):
     d = kwargs.get("HEAD_DIM", named_args.get("HEAD_DIM"))
     fp32 = named_args["Q"].dtype == torch.float32
     area = lambda c: c.kwargs["BM"] * c.kwargs["BN"]
-    kept = [c for c in configs if not ((fp32 and area(c) > 64 * 64) or (d >= 128 and area(c) > 64 * 128))]
+    kept = [c for c in _for_dtype(configs, named_args, kwargs)
+            if not ((fp32 and area(c) > 64 * 64) or (d >= 128 and area(c) > 64 * 128))]
     return kept or [min(configs, key=area)]
 
 
 def _dq_prune(configs, named_args, **kwargs):
     """As the other backward kernels, and BN must divide BM (the causal split)."""
     kept = [c for c in _bwd_prune(configs, named_args, **kwargs) if c.kwargs["BM"] % c.kwargs["BN"] == 0]
-    return kept or [min(configs, key=lambda c: c.kwargs["BN"])]
+    return kept or [min(configs, key=lambda c: (c.kwargs["TMA"], c.kwargs["BN"]))]
 
 
 # (BM, BN, num_warps, num_stages): the best few of a sweep of 24 forward and 12 + 12 backward tiles on an H200
@@ -59,6 +99,9 @@ def _dq_prune(configs, named_args, **kwargs):
 FWD_TILES = [(128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 4, 4), (64, 64, 4, 3), (128, 32, 4, 3)]
 DKDV_TILES = [(64, 128, 8, 3), (32, 128, 4, 3), (64, 64, 4, 3), (32, 64, 4, 3)]
 DQ_TILES = [(128, 64, 8, 3), (128, 32, 8, 3), (64, 64, 4, 2), (64, 32, 4, 3)]
+# fp32 (IEEE products on CUDA cores, operands in registers): the bf16 tiles spill kilobytes a thread; compiled
+# for sm_90 these spilled least (head_dim 64: forward and dQ none, dK/dV 600 B; head_dim 128: 650-2000 B).
+FP32_TILES = [(64, 32, 8, 2), (32, 32, 4, 2)]
 
 
 
@@ -76,14 +119,38 @@ def _load_rows(base, rows, stride, offs_d, S, D: tl.constexpr, HEAD_DIM: tl.cons
 
 
 @triton.jit
-def _fwd_block(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, lo, hi, offs_m, offs_n, offs_d, S, qk_scale,
-               D: tl.constexpr, HEAD_DIM: tl.constexpr, BN: tl.constexpr, MASKED: tl.constexpr,
-               CAUSAL: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
+def _source(X, b, h, B, H, S, stride_b, stride_h, stride_s, D: tl.constexpr, HEAD_DIM: tl.constexpr,
+            ROWS: tl.constexpr, TMA: tl.constexpr):
+    """Where one head's [S, D] matrix is read from: a descriptor of [ROWS, HEAD_DIM] blocks over [B, H, S, D], or
+    the head's base pointer."""
+    if TMA:  # one return per branch: the compiler types every return it reaches, even past a constexpr branch
+        src = tl.make_tensor_descriptor(X, shape=[B, H, S, D], strides=[stride_b, stride_h, stride_s, 1],
+                                        block_shape=[1, 1, ROWS, HEAD_DIM])
+    else:
+        src = X + b.to(tl.int64) * stride_b + h.to(tl.int64) * stride_h
+    return src
+
+
+@triton.jit
+def _tile(src, b, h, start, offs, stride, offs_d, S, D: tl.constexpr, HEAD_DIM: tl.constexpr, ROWS: tl.constexpr,
+          ROW_MASK: tl.constexpr, TMA: tl.constexpr):
+    """Rows [start, start + ROWS) of a head's matrix as [ROWS, HEAD_DIM] (zeros past S and D)."""
+    if TMA:
+        tile = src.load([b, h, start, 0]).reshape(ROWS, HEAD_DIM)
+    else:
+        tile = _load_rows(src, start + offs, stride, offs_d, S, D, HEAD_DIM, ROW_MASK)
+    return tile
+
+
+@triton.jit
+def _fwd_block(acc, l_i, m_i, q, k_src, v_src, b, h, stride_kn, stride_vn, lo, hi, offs_m, offs_n, offs_d, S,
+               qk_scale, D: tl.constexpr, HEAD_DIM: tl.constexpr, BN: tl.constexpr, MASKED: tl.constexpr,
+               CAUSAL: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr, TMA: tl.constexpr):
     """Online softmax over key blocks [lo, hi); MASKED applies the sequence end and (CAUSAL) the diagonal."""
     for start in range(lo, hi, BN):
         cols = start + offs_n
-        k = _load_rows(k_base, cols, stride_kn, offs_d, S, D, HEAD_DIM, MASKED)  # [BN, HEAD_DIM]
-        v = _load_rows(v_base, cols, stride_vn, offs_d, S, D, HEAD_DIM, MASKED)
+        k = _tile(k_src, b, h, start, offs_n, stride_kn, offs_d, S, D, HEAD_DIM, BN, MASKED, TMA)  # [BN, HEAD_DIM]
+        v = _tile(v_src, b, h, start, offs_n, stride_vn, offs_d, S, D, HEAD_DIM, BN, MASKED, TMA)
         if UPCAST:
             k = k.to(tl.float32)
             v = v.to(tl.float32)
@@ -117,20 +184,21 @@ def _block_index(n_blocks, CAUSAL: tl.constexpr):
                  prune_configs_by={"early_config_prune": _fwd_prune}, do_bench=quick_bench)
 @triton.jit
 def _fwd_kernel(Q, K, V, O, LSE, stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
-                stride_vb, stride_vh, stride_vs, stride_ob, stride_oh, stride_os, H, S, qk_scale,
+                stride_vb, stride_vh, stride_vs, stride_ob, stride_oh, stride_os, B, H, S, qk_scale,
                 D: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
-                PRECISION: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+                PRECISION: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, TMA: tl.constexpr):
     blk, bh = _block_index(tl.cdiv(S, BM), CAUSAL)
     start_m = blk * BM
-    b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)
+    b, h = bh // H, bh % H
     offs_m = start_m + tl.arange(0, BM)
     offs_n = tl.arange(0, BN)
     offs_d = tl.arange(0, HEAD_DIM)
-    q = _load_rows(Q + b * stride_qb + h * stride_qh, offs_m, stride_qs, offs_d, S, D, HEAD_DIM, True)
+    q_src = _source(Q, b, h, B, H, S, stride_qb, stride_qh, stride_qs, D, HEAD_DIM, BM, TMA)
+    q = _tile(q_src, b, h, start_m, tl.arange(0, BM), stride_qs, offs_d, S, D, HEAD_DIM, BM, True, TMA)
     if UPCAST:
         q = q.to(tl.float32)
-    k_base = K + b * stride_kb + h * stride_kh
-    v_base = V + b * stride_vb + h * stride_vh
+    k_src = _source(K, b, h, B, H, S, stride_kb, stride_kh, stride_ks, D, HEAD_DIM, BN, TMA)
+    v_src = _source(V, b, h, B, H, S, stride_vb, stride_vh, stride_vs, D, HEAD_DIM, BN, TMA)
     m_i = tl.full([BM], -float("inf"), dtype=tl.float32)
     l_i = tl.zeros([BM], dtype=tl.float32)
     acc = tl.zeros([BM, HEAD_DIM], dtype=tl.float32)
@@ -140,12 +208,12 @@ def _fwd_kernel(Q, K, V, O, LSE, stride_qb, stride_qh, stride_qs, stride_kb, str
     else:  # every block but a partial last one
         full_end = (S // BN) * BN
         end = S
-    acc, l_i, m_i = _fwd_block(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_vs, 0, full_end, offs_m, offs_n,
-                               offs_d, S, qk_scale, D, HEAD_DIM, BN, False, CAUSAL, UPCAST, PRECISION)
-    acc, l_i, m_i = _fwd_block(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_vs, full_end, end, offs_m,
-                               offs_n, offs_d, S, qk_scale, D, HEAD_DIM, BN, True, CAUSAL, UPCAST, PRECISION)
+    acc, l_i, m_i = _fwd_block(acc, l_i, m_i, q, k_src, v_src, b, h, stride_ks, stride_vs, 0, full_end, offs_m,
+                               offs_n, offs_d, S, qk_scale, D, HEAD_DIM, BN, False, CAUSAL, UPCAST, PRECISION, TMA)
+    acc, l_i, m_i = _fwd_block(acc, l_i, m_i, q, k_src, v_src, b, h, stride_ks, stride_vs, full_end, end, offs_m,
+                               offs_n, offs_d, S, qk_scale, D, HEAD_DIM, BN, True, CAUSAL, UPCAST, PRECISION, TMA)
     o = acc / l_i[:, None]
-    o_base = O + b * stride_ob + h * stride_oh
+    o_base = O + b.to(tl.int64) * stride_ob + h.to(tl.int64) * stride_oh
     tl.store(o_base + offs_m[:, None].to(tl.int64) * stride_os + offs_d[None, :], o.to(O.dtype.element_ty),
              mask=(offs_m < S)[:, None] & (offs_d < D)[None, :])
     tl.store(LSE + bh.to(tl.int64) * S + offs_m, m_i + tl.math.log2(l_i), mask=offs_m < S)
@@ -168,14 +236,15 @@ def _delta_kernel(O, DO, DELTA, stride_ob, stride_oh, stride_os, stride_db, stri
 
 
 @triton.jit
-def _dkdv_block(dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qs, stride_gs, lo, hi, offs_n, offs_m,
-                offs_d, S, qk_scale, D: tl.constexpr, HEAD_DIM: tl.constexpr, BM: tl.constexpr, MASKED: tl.constexpr,
-                CAUSAL: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
+def _dkdv_block(dk, dv, k, v, q_src, do_src, b, h, lse_base, delta_base, stride_qs, stride_gs, lo, hi, offs_n,
+                offs_m, offs_d, S, qk_scale, D: tl.constexpr, HEAD_DIM: tl.constexpr, BM: tl.constexpr,
+                MASKED: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr,
+                TMA: tl.constexpr):
     """dK, dV contributions of query blocks [lo, hi); MASKED applies the sequence end and (CAUSAL) the diagonal."""
     for start in range(lo, hi, BM):
         rows = start + offs_m
-        q = _load_rows(q_base, rows, stride_qs, offs_d, S, D, HEAD_DIM, MASKED)  # [BM, HEAD_DIM]
-        do = _load_rows(do_base, rows, stride_gs, offs_d, S, D, HEAD_DIM, MASKED)
+        q = _tile(q_src, b, h, start, offs_m, stride_qs, offs_d, S, D, HEAD_DIM, BM, MASKED, TMA)  # [BM, HEAD_DIM]
+        do = _tile(do_src, b, h, start, offs_m, stride_gs, offs_d, S, D, HEAD_DIM, BM, MASKED, TMA)
         if UPCAST:
             q = q.to(tl.float32)
             do = do.to(tl.float32)
@@ -203,25 +272,27 @@ def _dkdv_block(dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qs, 
                  prune_configs_by={"early_config_prune": _bwd_prune}, do_bench=quick_bench)
 @triton.jit
 def _dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
-                 stride_vb, stride_vh, stride_vs, stride_gb, stride_gh, stride_gs, H, S, qk_scale, sm_scale,
+                 stride_vb, stride_vh, stride_vs, stride_gb, stride_gh, stride_gs, B, H, S, qk_scale, sm_scale,
                  D: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
-                 PRECISION: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+                 PRECISION: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, TMA: tl.constexpr):
     """dV = P^T dO and dK = dS^T Q * scale for one block of BN keys, over the query blocks that see them: the
     ones crossing the diagonal (causal) and the sequence end masked, the rest not. dO, dK and dV share strides
     (stride_g*): they are made contiguous like q."""
     start_n = tl.program_id(0) * BN  # the first key blocks see the most queries (causal) and start first
     bh = tl.program_id(1)
-    b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)
+    b, h = bh // H, bh % H
     offs_n = start_n + tl.arange(0, BN)
     offs_m = tl.arange(0, BM)
     offs_d = tl.arange(0, HEAD_DIM)
-    k = _load_rows(K + b * stride_kb + h * stride_kh, offs_n, stride_ks, offs_d, S, D, HEAD_DIM, True)  # [BN, HD]
-    v = _load_rows(V + b * stride_vb + h * stride_vh, offs_n, stride_vs, offs_d, S, D, HEAD_DIM, True)
+    k_src = _source(K, b, h, B, H, S, stride_kb, stride_kh, stride_ks, D, HEAD_DIM, BN, TMA)
+    v_src = _source(V, b, h, B, H, S, stride_vb, stride_vh, stride_vs, D, HEAD_DIM, BN, TMA)
+    k = _tile(k_src, b, h, start_n, tl.arange(0, BN), stride_ks, offs_d, S, D, HEAD_DIM, BN, True, TMA)  # [BN, HD]
+    v = _tile(v_src, b, h, start_n, tl.arange(0, BN), stride_vs, offs_d, S, D, HEAD_DIM, BN, True, TMA)
     if UPCAST:
         k = k.to(tl.float32)
         v = v.to(tl.float32)
-    q_base = Q + b * stride_qb + h * stride_qh
-    do_base = DO + b * stride_gb + h * stride_gh
+    q_src = _source(Q, b, h, B, H, S, stride_qb, stride_qh, stride_qs, D, HEAD_DIM, BM, TMA)
+    do_src = _source(DO, b, h, B, H, S, stride_gb, stride_gh, stride_gs, D, HEAD_DIM, BM, TMA)
     stats = bh.to(tl.int64) * S
     dk = tl.zeros([BN, HEAD_DIM], dtype=tl.float32)
     dv = tl.zeros([BN, HEAD_DIM], dtype=tl.float32)
@@ -232,29 +303,31 @@ def _dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, stride_qb, stride_qh, stride_q
     else:
         lo = 0
         mid = 0
-    dk, dv = _dkdv_block(dk, dv, k, v, q_base, do_base, LSE + stats, DELTA + stats, stride_qs, stride_gs, lo, mid,
-                         offs_n, offs_m, offs_d, S, qk_scale, D, HEAD_DIM, BM, True, CAUSAL, UPCAST, PRECISION)
-    dk, dv = _dkdv_block(dk, dv, k, v, q_base, do_base, LSE + stats, DELTA + stats, stride_qs, stride_gs, mid,
+    dk, dv = _dkdv_block(dk, dv, k, v, q_src, do_src, b, h, LSE + stats, DELTA + stats, stride_qs, stride_gs, lo,
+                         mid, offs_n, offs_m, offs_d, S, qk_scale, D, HEAD_DIM, BM, True, CAUSAL, UPCAST, PRECISION,
+                         TMA)
+    dk, dv = _dkdv_block(dk, dv, k, v, q_src, do_src, b, h, LSE + stats, DELTA + stats, stride_qs, stride_gs, mid,
                          tl.maximum(mid, full_end), offs_n, offs_m, offs_d, S, qk_scale, D, HEAD_DIM, BM, False,
-                         CAUSAL, UPCAST, PRECISION)
-    dk, dv = _dkdv_block(dk, dv, k, v, q_base, do_base, LSE + stats, DELTA + stats, stride_qs, stride_gs,
+                         CAUSAL, UPCAST, PRECISION, TMA)
+    dk, dv = _dkdv_block(dk, dv, k, v, q_src, do_src, b, h, LSE + stats, DELTA + stats, stride_qs, stride_gs,
                          tl.maximum(mid, full_end), S, offs_n, offs_m, offs_d, S, qk_scale, D, HEAD_DIM, BM, True,
-                         CAUSAL, UPCAST, PRECISION)
+                         CAUSAL, UPCAST, PRECISION, TMA)
     kv_mask = (offs_n < S)[:, None] & (offs_d < D)[None, :]
-    g_base = b * stride_gb + h * stride_gh + offs_n[:, None].to(tl.int64) * stride_gs + offs_d[None, :]
+    g_base = (b.to(tl.int64) * stride_gb + h.to(tl.int64) * stride_gh + offs_n[:, None].to(tl.int64) * stride_gs
+              + offs_d[None, :])
     tl.store(DK + g_base, (dk * sm_scale).to(DK.dtype.element_ty), mask=kv_mask)
     tl.store(DV + g_base, dv.to(DV.dtype.element_ty), mask=kv_mask)
 
 
 @triton.jit
-def _dq_block(dq, q, do, lse, delta, k_base, v_base, stride_ks, stride_vs, lo, hi, offs_m, offs_n, offs_d, S,
+def _dq_block(dq, q, do, lse, delta, k_src, v_src, b, h, stride_ks, stride_vs, lo, hi, offs_m, offs_n, offs_d, S,
               qk_scale, D: tl.constexpr, HEAD_DIM: tl.constexpr, BN: tl.constexpr, MASKED: tl.constexpr,
-              CAUSAL: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
+              CAUSAL: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr, TMA: tl.constexpr):
     """dQ contributions of key blocks [lo, hi); MASKED applies the sequence end and (CAUSAL) the diagonal."""
     for start in range(lo, hi, BN):
         cols = start + offs_n
-        k = _load_rows(k_base, cols, stride_ks, offs_d, S, D, HEAD_DIM, MASKED)  # [BN, HEAD_DIM]
-        v = _load_rows(v_base, cols, stride_vs, offs_d, S, D, HEAD_DIM, MASKED)
+        k = _tile(k_src, b, h, start, offs_n, stride_ks, offs_d, S, D, HEAD_DIM, BN, MASKED, TMA)  # [BN, HEAD_DIM]
+        v = _tile(v_src, b, h, start, offs_n, stride_vs, offs_d, S, D, HEAD_DIM, BN, MASKED, TMA)
         if UPCAST:
             k = k.to(tl.float32)
             v = v.to(tl.float32)
@@ -275,28 +348,30 @@ def _dq_block(dq, q, do, lse, delta, k_base, v_base, stride_ks, stride_vs, lo, h
                  prune_configs_by={"early_config_prune": _dq_prune}, do_bench=quick_bench)
 @triton.jit
 def _dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
-               stride_vb, stride_vh, stride_vs, stride_gb, stride_gh, stride_gs, H, S, qk_scale, sm_scale,
+               stride_vb, stride_vh, stride_vs, stride_gb, stride_gh, stride_gs, B, H, S, qk_scale, sm_scale,
                D: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
-               PRECISION: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+               PRECISION: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, TMA: tl.constexpr):
     """dQ = dS K * scale for one block of BM queries, over the key blocks they see (the diagonal and the
     sequence end masked, the rest not)."""
     blk, bh = _block_index(tl.cdiv(S, BM), CAUSAL)
     start_m = blk * BM
-    b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)
+    b, h = bh // H, bh % H
     offs_m = start_m + tl.arange(0, BM)
     offs_n = tl.arange(0, BN)
     offs_d = tl.arange(0, HEAD_DIM)
     row_ok = offs_m < S
-    q = _load_rows(Q + b * stride_qb + h * stride_qh, offs_m, stride_qs, offs_d, S, D, HEAD_DIM, True)
-    do = _load_rows(DO + b * stride_gb + h * stride_gh, offs_m, stride_gs, offs_d, S, D, HEAD_DIM, True)
+    q_src = _source(Q, b, h, B, H, S, stride_qb, stride_qh, stride_qs, D, HEAD_DIM, BM, TMA)
+    do_src = _source(DO, b, h, B, H, S, stride_gb, stride_gh, stride_gs, D, HEAD_DIM, BM, TMA)
+    q = _tile(q_src, b, h, start_m, tl.arange(0, BM), stride_qs, offs_d, S, D, HEAD_DIM, BM, True, TMA)
+    do = _tile(do_src, b, h, start_m, tl.arange(0, BM), stride_gs, offs_d, S, D, HEAD_DIM, BM, True, TMA)
     if UPCAST:
         q = q.to(tl.float32)
         do = do.to(tl.float32)
     stats = bh.to(tl.int64) * S
     lse = tl.load(LSE + stats + offs_m, mask=row_ok, other=0.0)
     delta = tl.load(DELTA + stats + offs_m, mask=row_ok, other=0.0)
-    k_base = K + b * stride_kb + h * stride_kh
-    v_base = V + b * stride_vb + h * stride_vh
+    k_src = _source(K, b, h, B, H, S, stride_kb, stride_kh, stride_ks, D, HEAD_DIM, BN, TMA)
+    v_src = _source(V, b, h, B, H, S, stride_vb, stride_vh, stride_vs, D, HEAD_DIM, BN, TMA)
     dq = tl.zeros([BM, HEAD_DIM], dtype=tl.float32)
     if CAUSAL:  # keys right of the diagonal are never seen; BN divides BM, so [0, start_m) is whole blocks
         full_end = start_m
@@ -304,12 +379,12 @@ def _dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, stride_qb, stride_qh, stride_qs, str
     else:
         full_end = (S // BN) * BN
         end = S
-    dq = _dq_block(dq, q, do, lse, delta, k_base, v_base, stride_ks, stride_vs, 0, full_end, offs_m, offs_n, offs_d,
-                   S, qk_scale, D, HEAD_DIM, BN, False, CAUSAL, UPCAST, PRECISION)
-    dq = _dq_block(dq, q, do, lse, delta, k_base, v_base, stride_ks, stride_vs, full_end, end, offs_m, offs_n, offs_d,
-                   S, qk_scale, D, HEAD_DIM, BN, True, CAUSAL, UPCAST, PRECISION)
-    tl.store(DQ + b * stride_gb + h * stride_gh + offs_m[:, None].to(tl.int64) * stride_gs + offs_d[None, :],
-             (dq * sm_scale).to(DQ.dtype.element_ty), mask=row_ok[:, None] & (offs_d < D)[None, :])
+    dq = _dq_block(dq, q, do, lse, delta, k_src, v_src, b, h, stride_ks, stride_vs, 0, full_end, offs_m, offs_n,
+                   offs_d, S, qk_scale, D, HEAD_DIM, BN, False, CAUSAL, UPCAST, PRECISION, TMA)
+    dq = _dq_block(dq, q, do, lse, delta, k_src, v_src, b, h, stride_ks, stride_vs, full_end, end, offs_m, offs_n,
+                   offs_d, S, qk_scale, D, HEAD_DIM, BN, True, CAUSAL, UPCAST, PRECISION, TMA)
+    tl.store(DQ + b.to(tl.int64) * stride_gb + h.to(tl.int64) * stride_gh + offs_m[:, None].to(tl.int64) * stride_gs
+             + offs_d[None, :], (dq * sm_scale).to(DQ.dtype.element_ty), mask=row_ok[:, None] & (offs_d < D)[None, :])
 
 
 def _check(q, k, v):
@@ -333,9 +408,32 @@ def _meta(q: torch.Tensor) -> dict:
                 PRECISION="ieee" if q.dtype == torch.float32 else "tf32")
 
 
+def _probe_tma(device: torch.device) -> None:
+    """Once per process on a CUDA device of compute capability 9 or more: install the descriptor allocator and
+    run the forward once with descriptors at a tiny shape; if that raises, TMA configs are never tried."""
+    global _TMA_OK
+    if _TMA_OK is not None:
+        return
+    _TMA_OK = False
+    if INTERPRETED or device.type != "cuda" or torch.cuda.get_device_capability(device)[0] < 9:
+        return
+    try:
+        triton.set_allocator(_alloc)
+        q = torch.zeros(1, 1, 64, 64, dtype=torch.bfloat16, device=device)
+        o, lse = torch.empty_like(q), torch.empty(1, 64, dtype=torch.float32, device=device)
+        _fwd_kernel.fn[(1, 1)](q, q, q, o, lse, *q.stride()[:3], *q.stride()[:3], *q.stride()[:3], *o.stride()[:3],
+                               1, 1, 64, 1.0, CAUSAL=True, BM=64, BN=64, TMA=True, num_warps=4, num_stages=2,
+                               **_meta(q))
+        torch.cuda.synchronize(device)
+        _TMA_OK = True
+    except Exception as e:  # an older Triton or driver: pointer loads only
+        warnings.warn(f"attention: TMA descriptors unavailable ({type(e).__name__}: {e}); using pointer loads")
+
+
 def flash_attention_fwd(q, k, v, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """o [B, H, S, D] and the base-2 logsumexp [B*H, S] (fp32) of the scaled scores."""
     _check(q, k, v)
+    _probe_tma(q.device)
     q, k, v = _unit_last(q), _unit_last(k), _unit_last(v)
     bsz, heads, seq, _ = q.shape
     o = torch.empty_like(q, memory_format=torch.contiguous_format)
@@ -344,12 +442,13 @@ def flash_attention_fwd(q, k, v, causal: bool) -> tuple[torch.Tensor, torch.Tens
         return o, lse
     sm_scale = 1.0 / math.sqrt(q.shape[-1])
     grid = lambda meta: (triton.cdiv(seq, meta["BM"]), bsz * heads)
-    _fwd_kernel[grid](q, k, v, o, lse, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], heads, seq,
-                      sm_scale * LOG2E, CAUSAL=causal, **_meta(q))
+    _fwd_kernel[grid](q, k, v, o, lse, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], bsz, heads,
+                      seq, sm_scale * LOG2E, CAUSAL=causal, **_meta(q))
     return o, lse
 
 
 def flash_attention_bwd(do, q, k, v, o, lse, causal: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    _probe_tma(q.device)
     q, k, v = _unit_last(q), _unit_last(k), _unit_last(v)
     do = do.contiguous()
     bsz, heads, seq, d = q.shape
@@ -361,7 +460,7 @@ def flash_attention_bwd(do, q, k, v, o, lse, causal: bool) -> tuple[torch.Tensor
     _delta_kernel[(triton.cdiv(seq, 64), bsz * heads)](o, do, delta, *o.stride()[:3], *do.stride()[:3], heads, seq,
                                                          D=d, HEAD_DIM=meta["HEAD_DIM"], BM=64)
     sm_scale = 1.0 / math.sqrt(d)
-    args = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], heads, seq, sm_scale * LOG2E,
+    args = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], bsz, heads, seq, sm_scale * LOG2E,
             sm_scale)
     _dkdv_kernel[lambda m: (triton.cdiv(seq, m["BN"]), bsz * heads)](q, k, v, do, lse, delta, dk, dv, *args,
                                                                       CAUSAL=causal, **meta)
