@@ -145,8 +145,16 @@ def compiled(point, dtype, device):
 
 
 @attention.impl("triton", description="FlashAttention-2 in Triton: online-softmax forward saving the logsumexp, "
-                "backward recomputing P (dK/dV and dQ kernels), autotuned tiles", triton=True)
-def triton_flash(q, k, v, causal):
-    from kernels.attention import flash_attention
+                "backward recomputing P (dK/dV and dQ kernels), autotuned tiles and load paths (pointers or TMA "
+                "descriptors)", triton=True, factory=True)
+def triton_flash(point, dtype, device):
+    from kernels import attention as kernel
 
-    return flash_attention(q, k, v, causal)
+    kernel._probe_tma(torch.device(device))
+
+    def fn(q, k, v, causal):
+        return kernel.flash_attention(q, k, v, causal)
+
+    # whether the autotuner could choose TMA descriptor loads here (rows say why not)
+    fn.row_info = {"tma": "available" if kernel._TMA_OK else f"unavailable{': ' + kernel.TMA_ERROR if kernel.TMA_ERROR else ''}"}
+    return fn

@@ -17,7 +17,6 @@ descriptors; the forward at 128 x 64, 255 against 143).
 from __future__ import annotations
 
 import math
-import warnings
 
 import torch
 import triton
@@ -39,6 +38,7 @@ def _configs(tiles, tma_tiles: int = 3):
 
 
 _TMA_OK: bool | None = None  # whether TMA descriptors work in this process (probed once on the first CUDA call)
+TMA_ERROR = ""  # why they do not, when the probe launch raised
 
 
 def _alloc(size: int, alignment: int, stream):
@@ -411,7 +411,7 @@ def _meta(q: torch.Tensor) -> dict:
 def _probe_tma(device: torch.device) -> None:
     """Once per process on a CUDA device of compute capability 9 or more: install the descriptor allocator and
     run the forward once with descriptors at a tiny shape; if that raises, TMA configs are never tried."""
-    global _TMA_OK
+    global _TMA_OK, TMA_ERROR
     if _TMA_OK is not None:
         return
     _TMA_OK = False
@@ -427,7 +427,7 @@ def _probe_tma(device: torch.device) -> None:
         torch.cuda.synchronize(device)
         _TMA_OK = True
     except Exception as e:  # an older Triton or driver: pointer loads only
-        warnings.warn(f"attention: TMA descriptors unavailable ({type(e).__name__}: {e}); using pointer loads")
+        TMA_ERROR = f"{type(e).__name__}: {e}"
 
 
 def flash_attention_fwd(q, k, v, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
