@@ -410,7 +410,8 @@ def _meta(q: torch.Tensor) -> dict:
 
 def _probe_tma(device: torch.device) -> None:
     """Once per process on a CUDA device of compute capability 9 or more: install the descriptor allocator and
-    run the forward once with descriptors at a tiny shape; if that raises, TMA configs are never tried."""
+    run the forward at a small shape with descriptors and with pointers; unless both run and agree, TMA configs
+    are never tried."""
     global _TMA_OK, TMA_ERROR
     if _TMA_OK is not None:
         return
@@ -419,12 +420,18 @@ def _probe_tma(device: torch.device) -> None:
         return
     try:
         triton.set_allocator(_alloc)
-        q = torch.zeros(1, 1, 64, 64, dtype=torch.bfloat16, device=device)
-        o, lse = torch.empty_like(q), torch.empty(1, 64, dtype=torch.float32, device=device)
-        _fwd_kernel.fn[(1, 1)](q, q, q, o, lse, *q.stride()[:3], *q.stride()[:3], *q.stride()[:3], *o.stride()[:3],
-                               1, 1, 64, 1.0, CAUSAL=True, BM=64, BN=64, TMA=True, num_warps=4, num_stages=2,
-                               **_meta(q))
+        gen = torch.Generator(device=device).manual_seed(0)
+        q, k, v = (torch.randn(1, 2, 80, 64, generator=gen, device=device).to(torch.bfloat16) for _ in range(3))
+        outs = []
+        for tma in (True, False):
+            o, lse = torch.empty_like(q), torch.empty(2, 80, dtype=torch.float32, device=device)
+            _fwd_kernel.fn[(2, 2)](q, k, v, o, lse, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
+                                   *o.stride()[:3], 1, 2, 80, LOG2E / 8, CAUSAL=True, BM=64, BN=64, TMA=tma,
+                                   num_warps=4, num_stages=2, **_meta(q))
+            outs.append(o.float())
         torch.cuda.synchronize(device)
+        if not torch.allclose(outs[0], outs[1], rtol=1e-2, atol=1e-2):
+            raise RuntimeError("descriptor and pointer loads disagree")
         _TMA_OK = True
     except Exception as e:  # an older Triton or driver: pointer loads only
         TMA_ERROR = f"{type(e).__name__}: {e}"
