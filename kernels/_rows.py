@@ -29,24 +29,33 @@ def _sensible(configs, named_args, **kwargs):
     single = kwargs.get("SINGLE", named_args.get("SINGLE"))
 
     def fits(c):
-        rows, warps, stages = c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"]
+        rows, warps, stages, chunk = c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"], c.kwargs.get("CHUNK", 0)
+        if chunk:  # a row that fits one block walked in chunks instead: only 16K-wide rows, one at a time
+            return single and block > 8192 and rows == 1 and stages == 1 and chunk // (32 * warps) in (16, 32)
         tile = rows * block
         return ((rows == 1 or single) and tile <= max(block, 4096) and tile // (32 * warps) in (16, 32)
                 and (stages == 1 or (single and tile <= 8192)))
 
     kept = [c for c in configs if fits(c)]
-    return kept or [min(configs, key=lambda c: (c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"]))]
+    return kept or [min(configs, key=lambda c: (c.kwargs.get("CHUNK", 0), c.kwargs["ROWS"], c.num_warps,
+                                                c.kwargs["STAGES"]))]
 
 
-def tuned_rows(key: tuple[str, ...] = ("n_cols", "n_rows")):
-    """triton.autotune over (ROWS, num_warps, STAGES), keyed by the shape (and, implicitly, the dtypes). The CPU
-    interpreter gets one config, ROWS=2 and STAGES=3, so the tests exercise the row masks and the persistent
-    loops."""
+def tuned_rows(key: tuple[str, ...] = ("n_cols", "n_rows"), chunks: bool = False):
+    """triton.autotune over (ROWS, num_warps, STAGES), keyed by the shape (and, implicitly, the dtypes). With
+    `chunks` (the norm backwards), 16K-wide rows may also be walked in CHUNK-wide pieces (two passes, the second
+    from L2) instead of held whole: held whole they spill (compiled for sm_90: 288 B of stack a thread at 16
+    warps, 120 at 32), in 4K chunks they do not (118 registers at 8 warps). The CPU interpreter gets one config,
+    ROWS=2 and STAGES=3, so the tests exercise the row masks and the persistent loops (tests/test_row_kernels.py
+    launches the other paths)."""
+    extra = {"CHUNK": 0} if chunks else {}
     if INTERPRETED:
-        configs = [triton.Config({"ROWS": 2, "STAGES": 3}, num_warps=4)]
+        configs = [triton.Config({"ROWS": 2, "STAGES": 3, **extra}, num_warps=4)]
     else:
-        configs = [triton.Config({"ROWS": r, "STAGES": s}, num_warps=w)
+        configs = [triton.Config({"ROWS": r, "STAGES": s, **extra}, num_warps=w)
                    for r in (1, 2, 4, 8, 16) for w in (1, 2, 4, 8, 16, 32) for s in (1, 3)]
+        if chunks:
+            configs += [triton.Config({"ROWS": 1, "STAGES": 1, "CHUNK": 4096}, num_warps=w) for w in (4, 8)]
     return triton.autotune(configs=configs, key=list(key), prune_configs_by={"early_config_prune": _sensible},
                            do_bench=quick_bench)
 

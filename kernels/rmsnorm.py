@@ -62,16 +62,53 @@ def _rmsnorm_fwd_kernel(X, W, Y, RSTD, stride_x, stride_y, n_rows, n_cols, eps,
                     tl.store(RSTD + row, rstd)
 
 
-@tuned_rows()
+@triton.jit
+def _rmsnorm_bwd_chunked(X, W, DY, RSTD, DX, dw_ptr, stride_x, stride_dy, stride_dx, first, last, n_cols,
+                         C: tl.constexpr):
+    """Rows [first, last) one at a time in C-wide chunks: the sum over the row, then dx and the dw partial row
+    (this program's own, in global memory) in a second pass that hits L2."""
+    for start in range(0, n_cols, C):
+        cols = start + tl.arange(0, C)
+        tl.store(dw_ptr + cols, tl.zeros([C], dtype=tl.float32), mask=cols < n_cols)
+    x_row = X + first.to(tl.int64) * stride_x  # advanced by one stride a row (64-bit from the start)
+    dy_row = DY + first.to(tl.int64) * stride_dy
+    dx_row = DX + first.to(tl.int64) * stride_dx
+    for row in range(first, last):
+        rstd = tl.load(RSTD + row)
+        acc = tl.zeros([C], dtype=tl.float32)
+        for start in range(0, n_cols, C):
+            cols = start + tl.arange(0, C)
+            mask = cols < n_cols
+            x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
+            dy = tl.load(dy_row + cols, mask=mask, other=0.0).to(tl.float32)
+            w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+            acc += dy * w * x
+        c = tl.sum(acc, axis=0) / n_cols
+        for start in range(0, n_cols, C):
+            cols = start + tl.arange(0, C)
+            mask = cols < n_cols
+            x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
+            dy = tl.load(dy_row + cols, mask=mask, other=0.0).to(tl.float32)
+            w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+            dx = rstd * (dy * w - x * (rstd * rstd * c))
+            tl.store(dx_row + cols, dx.to(DX.dtype.element_ty), mask=mask)
+            dw = tl.load(dw_ptr + cols, mask=mask, other=0.0)
+            tl.store(dw_ptr + cols, dw + dy * x * rstd, mask=mask)
+        x_row += stride_x
+        dy_row += stride_dy
+        dx_row += stride_dx
+
+
+@tuned_rows(chunks=True)
 @triton.jit
 def _rmsnorm_bwd_kernel(X, W, DY, RSTD, DX, DW_PARTIAL, stride_x, stride_dy, stride_dx, n_rows, n_cols,
                         rows_per_program, BLOCK: tl.constexpr, SINGLE: tl.constexpr, ROWS: tl.constexpr,
-                        STAGES: tl.constexpr):
+                        STAGES: tl.constexpr, CHUNK: tl.constexpr):
     pid = tl.program_id(0)
     first = pid * rows_per_program
     last = tl.minimum(first + rows_per_program, n_rows)
     dw_ptr = DW_PARTIAL + pid.to(tl.int64) * n_cols
-    if SINGLE:  # walk this program's rows ROWS at a time, the dw partial in registers
+    if SINGLE and CHUNK == 0:  # walk this program's rows ROWS at a time, the dw partial in registers
         cols = tl.arange(0, BLOCK)
         col_ok = cols < n_cols
         w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)
@@ -90,37 +127,9 @@ def _rmsnorm_bwd_kernel(X, W, DY, RSTD, DX, DW_PARTIAL, stride_x, stride_dy, str
             tl.store(DX + rows64 * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask)
             dw += dy * x * rstd[:, None]
         tl.store(dw_ptr + cols, tl.sum(dw, axis=0), mask=col_ok)
-    else:  # long rows: two chunked passes a row, the dw partial row in global memory (this program's own)
-        for start in range(0, n_cols, BLOCK):
-            cols = start + tl.arange(0, BLOCK)
-            tl.store(dw_ptr + cols, tl.zeros([BLOCK], dtype=tl.float32), mask=cols < n_cols)
-        x_row = X + first.to(tl.int64) * stride_x  # advanced by one stride a row (64-bit from the start)
-        dy_row = DY + first.to(tl.int64) * stride_dy
-        dx_row = DX + first.to(tl.int64) * stride_dx
-        for row in range(first, last):
-            rstd = tl.load(RSTD + row)
-            acc = tl.zeros([BLOCK], dtype=tl.float32)
-            for start in range(0, n_cols, BLOCK):
-                cols = start + tl.arange(0, BLOCK)
-                mask = cols < n_cols
-                x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
-                dy = tl.load(dy_row + cols, mask=mask, other=0.0).to(tl.float32)
-                w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
-                acc += dy * w * x
-            c = tl.sum(acc, axis=0) / n_cols
-            for start in range(0, n_cols, BLOCK):
-                cols = start + tl.arange(0, BLOCK)
-                mask = cols < n_cols
-                x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
-                dy = tl.load(dy_row + cols, mask=mask, other=0.0).to(tl.float32)
-                w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
-                dx = rstd * (dy * w - x * (rstd * rstd * c))
-                tl.store(dx_row + cols, dx.to(DX.dtype.element_ty), mask=mask)
-                dw = tl.load(dw_ptr + cols, mask=mask, other=0.0)
-                tl.store(dw_ptr + cols, dw + dy * x * rstd, mask=mask)
-            x_row += stride_x
-            dy_row += stride_dy
-            dx_row += stride_dx
+    else:  # rows longer than a block (or 16K-wide rows chunked by the autotuner)
+        _rmsnorm_bwd_chunked(X, W, DY, RSTD, DX, dw_ptr, stride_x, stride_dy, stride_dx, first, last, n_cols,
+                             CHUNK if CHUNK > 0 else BLOCK)
 
 
 def rmsnorm_fwd(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6,

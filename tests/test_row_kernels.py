@@ -51,7 +51,7 @@ def test_softmax_forward_and_backward_one_tile_a_program(x):
                                rtol=1e-4, atol=1e-6)
 
 
-def _backward(kernel, x, w, dy, stats, stages, n_partials=1, rows_per_program=3):
+def _backward(kernel, x, w, dy, stats, stages, n_partials=1, rows_per_program=3, **chunk):
     """Launch a norm backward with `stages` over programs of rows_per_program rows (several programs, a partial
     last one); returns dx and the partial rows summed."""
     n_rows, n_cols = x.shape
@@ -60,16 +60,17 @@ def _backward(kernel, x, w, dy, stats, stages, n_partials=1, rows_per_program=3)
     dx = torch.empty_like(x)
     partials = [torch.full((programs, n_cols), float("nan")) for _ in range(n_partials)]  # every row written
     kernel.fn[(programs,)](x, w, dy, *stats, dx, *partials, x.stride(0), dy.stride(0), dx.stride(0), n_rows, n_cols,
-                           rows_per_program, BLOCK=block, SINGLE=single, ROWS=2, STAGES=stages, num_warps=4)
+                           rows_per_program, BLOCK=block, SINGLE=single, ROWS=2, STAGES=stages, num_warps=4, **chunk)
     return dx, [p.sum(0) for p in partials]
 
 
-@pytest.mark.parametrize("stages", [1, 3])
-def test_rmsnorm_backward_every_stages_path(x, stages):
-    """STAGES 1 plain, 3 tl.range pipelining: same dx and dw."""
+@pytest.mark.parametrize("stages,chunk", [(1, 0), (3, 0), (1, 16)])
+def test_rmsnorm_backward_every_stages_path(x, stages, chunk):
+    """STAGES 1 plain, 3 tl.range pipelining, and a row that fits one block walked in 16-wide chunks instead (45
+    columns: two full chunks and a partial one): same dx and dw."""
     w, dy = torch.rand(N_COLS) + 0.5, torch.randn_like(x)
     rstd = torch.rsqrt(x.pow(2).mean(-1) + 1e-6)
-    dx, (dw,) = _backward(RN._rmsnorm_bwd_kernel, x, w, dy, (rstd,), stages)
+    dx, (dw,) = _backward(RN._rmsnorm_bwd_kernel, x, w, dy, (rstd,), stages, CHUNK=chunk)
     xr = x.double().requires_grad_()
     wr = w.double().requires_grad_()
     (xr * torch.rsqrt(xr.pow(2).mean(-1, keepdim=True) + 1e-6) * wr).backward(dy.double())
