@@ -76,17 +76,61 @@ def _layernorm_fwd_kernel(X, W, B, Y, MEAN, RSTD, stride_x, stride_y, n_rows, n_
                     tl.store(RSTD + row, rstd)
 
 
-@tuned_rows()
+@triton.jit
+def _layernorm_bwd_chunked(X, W, DY, MEAN, RSTD, DX, dw_ptr, db_ptr, stride_x, stride_dy, stride_dx, first, last,
+                           n_cols, BLOCK: tl.constexpr):
+    """Rows [first, last) one at a time in BLOCK-wide chunks: the row's sums, then dx and the dw/db partial rows
+    (this program's own, in global memory) in a second pass that hits L2."""
+    x_row = X + first.to(tl.int64) * stride_x  # advanced by one stride a row (64-bit from the start)
+    dy_row = DY + first.to(tl.int64) * stride_dy
+    dx_row = DX + first.to(tl.int64) * stride_dx
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        tl.store(dw_ptr + cols, tl.zeros([BLOCK], dtype=tl.float32), mask=cols < n_cols)
+        tl.store(db_ptr + cols, tl.zeros([BLOCK], dtype=tl.float32), mask=cols < n_cols)
+    for row in range(first, last):
+        mean = tl.load(MEAN + row)
+        rstd = tl.load(RSTD + row)
+        a1 = tl.zeros([BLOCK], dtype=tl.float32)
+        a2 = tl.zeros([BLOCK], dtype=tl.float32)
+        for start in range(0, n_cols, BLOCK):
+            cols = start + tl.arange(0, BLOCK)
+            mask = cols < n_cols
+            x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
+            dy = tl.load(dy_row + cols, mask=mask, other=0.0).to(tl.float32)
+            w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+            g = dy * w
+            a1 += g
+            a2 += g * tl.where(mask, (x - mean) * rstd, 0.0)
+        c1 = tl.sum(a1, axis=0) / n_cols
+        c2 = tl.sum(a2, axis=0) / n_cols
+        for start in range(0, n_cols, BLOCK):
+            cols = start + tl.arange(0, BLOCK)
+            mask = cols < n_cols
+            x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
+            dy = tl.load(dy_row + cols, mask=mask, other=0.0).to(tl.float32)
+            w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+            xhat = tl.where(mask, (x - mean) * rstd, 0.0)
+            dx = rstd * (dy * w - c1 - xhat * c2)
+            tl.store(dx_row + cols, dx.to(DX.dtype.element_ty), mask=mask)
+            tl.store(dw_ptr + cols, tl.load(dw_ptr + cols, mask=mask, other=0.0) + dy * xhat, mask=mask)
+            tl.store(db_ptr + cols, tl.load(db_ptr + cols, mask=mask, other=0.0) + dy, mask=mask)
+        x_row += stride_x
+        dy_row += stride_dy
+        dx_row += stride_dx
+
+
+@tuned_rows(chunks=True)
 @triton.jit
 def _layernorm_bwd_kernel(X, W, DY, MEAN, RSTD, DX, DW_PARTIAL, DB_PARTIAL, stride_x, stride_dy, stride_dx,
                           n_rows, n_cols, rows_per_program, BLOCK: tl.constexpr, SINGLE: tl.constexpr,
-                          ROWS: tl.constexpr, STAGES: tl.constexpr):
+                          ROWS: tl.constexpr, STAGES: tl.constexpr, CHUNK: tl.constexpr):
     pid = tl.program_id(0)
     first = pid * rows_per_program
     last = tl.minimum(first + rows_per_program, n_rows)
     dw_ptr = DW_PARTIAL + pid.to(tl.int64) * n_cols
     db_ptr = DB_PARTIAL + pid.to(tl.int64) * n_cols
-    if SINGLE:  # walk this program's rows ROWS at a time, the dw/db partials in registers
+    if SINGLE and CHUNK == 0:  # walk this program's rows ROWS at a time, the dw/db partials in registers
         cols = tl.arange(0, BLOCK)
         col_ok = cols < n_cols
         w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)
@@ -111,44 +155,9 @@ def _layernorm_bwd_kernel(X, W, DY, MEAN, RSTD, DX, DW_PARTIAL, DB_PARTIAL, stri
             db += dy
         tl.store(dw_ptr + cols, tl.sum(dw, axis=0), mask=col_ok)
         tl.store(db_ptr + cols, tl.sum(db, axis=0), mask=col_ok)
-    else:  # long rows: two chunked passes a row, the partial rows in global memory (this program's own)
-        x_row = X + first.to(tl.int64) * stride_x  # advanced by one stride a row (64-bit from the start)
-        dy_row = DY + first.to(tl.int64) * stride_dy
-        dx_row = DX + first.to(tl.int64) * stride_dx
-        for start in range(0, n_cols, BLOCK):
-            cols = start + tl.arange(0, BLOCK)
-            tl.store(dw_ptr + cols, tl.zeros([BLOCK], dtype=tl.float32), mask=cols < n_cols)
-            tl.store(db_ptr + cols, tl.zeros([BLOCK], dtype=tl.float32), mask=cols < n_cols)
-        for row in range(first, last):
-            mean = tl.load(MEAN + row)
-            rstd = tl.load(RSTD + row)
-            a1 = tl.zeros([BLOCK], dtype=tl.float32)
-            a2 = tl.zeros([BLOCK], dtype=tl.float32)
-            for start in range(0, n_cols, BLOCK):
-                cols = start + tl.arange(0, BLOCK)
-                mask = cols < n_cols
-                x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
-                dy = tl.load(dy_row + cols, mask=mask, other=0.0).to(tl.float32)
-                w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
-                g = dy * w
-                a1 += g
-                a2 += g * tl.where(mask, (x - mean) * rstd, 0.0)
-            c1 = tl.sum(a1, axis=0) / n_cols
-            c2 = tl.sum(a2, axis=0) / n_cols
-            for start in range(0, n_cols, BLOCK):
-                cols = start + tl.arange(0, BLOCK)
-                mask = cols < n_cols
-                x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
-                dy = tl.load(dy_row + cols, mask=mask, other=0.0).to(tl.float32)
-                w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
-                xhat = tl.where(mask, (x - mean) * rstd, 0.0)
-                dx = rstd * (dy * w - c1 - xhat * c2)
-                tl.store(dx_row + cols, dx.to(DX.dtype.element_ty), mask=mask)
-                tl.store(dw_ptr + cols, tl.load(dw_ptr + cols, mask=mask, other=0.0) + dy * xhat, mask=mask)
-                tl.store(db_ptr + cols, tl.load(db_ptr + cols, mask=mask, other=0.0) + dy, mask=mask)
-            x_row += stride_x
-            dy_row += stride_dy
-            dx_row += stride_dx
+    else:  # rows longer than a block (or 16K-wide rows chunked by the autotuner: see rmsnorm)
+        _layernorm_bwd_chunked(X, W, DY, MEAN, RSTD, DX, dw_ptr, db_ptr, stride_x, stride_dy, stride_dx, first, last,
+                               n_cols, CHUNK if CHUNK > 0 else BLOCK)
 
 
 def layernorm_fwd(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float = 1e-5,

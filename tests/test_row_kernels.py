@@ -78,11 +78,11 @@ def test_rmsnorm_backward_every_stages_path(x, stages, chunk):
     torch.testing.assert_close(dw.double(), wr.grad, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("stages", [1, 3])
-def test_layernorm_backward_every_stages_path(x, stages):
+@pytest.mark.parametrize("stages,chunk", [(1, 0), (3, 0), (1, 16)])
+def test_layernorm_backward_every_stages_path(x, stages, chunk):
     w, dy = torch.rand(N_COLS) + 0.5, torch.randn_like(x)
     mean, rstd = x.mean(-1), torch.rsqrt(x.var(-1, unbiased=False) + 1e-5)
-    dx, (dw, db) = _backward(LN._layernorm_bwd_kernel, x, w, dy, (mean, rstd), stages, n_partials=2)
+    dx, (dw, db) = _backward(LN._layernorm_bwd_kernel, x, w, dy, (mean, rstd), stages, n_partials=2, CHUNK=chunk)
     xr, wr, br = (t.double().requires_grad_() for t in (x, w, torch.zeros(N_COLS)))
     torch.nn.functional.layer_norm(xr, (N_COLS,), wr, br, 1e-5).backward(dy.double())
     torch.testing.assert_close(dx.double(), xr.grad, rtol=1e-4, atol=1e-5)
