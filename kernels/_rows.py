@@ -30,8 +30,8 @@ def _sensible(configs, named_args, **kwargs):
 
     def fits(c):
         rows, warps, stages, chunk = c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"], c.kwargs.get("CHUNK", 0)
-        if chunk:  # a row that fits one block walked in chunks instead: only 16K-wide rows, one at a time
-            return single and block > 8192 and rows == 1 and stages == 1 and chunk // (32 * warps) in (16, 32)
+        if chunk:  # 16K-wide rows, and longer ones, walked in chunks narrower than a block, one row at a time
+            return block > 8192 and rows == 1 and stages == 1 and chunk // (32 * warps) in (16, 32)
         tile = rows * block
         return ((rows == 1 or single) and tile <= max(block, 4096) and tile // (32 * warps) in (16, 32)
                 and (stages == 1 or (single and tile <= 8192)))
@@ -43,9 +43,9 @@ def _sensible(configs, named_args, **kwargs):
 
 def tuned_rows(key: tuple[str, ...] = ("n_cols", "n_rows"), chunks: bool = False):
     """triton.autotune over (ROWS, num_warps, STAGES), keyed by the shape (and, implicitly, the dtypes). With
-    `chunks` (the norm backwards), 16K-wide rows may also be walked in CHUNK-wide pieces (two passes, the second
-    from L2) instead of held whole: held whole they spill (compiled for sm_90: 288 B of stack a thread at 16
-    warps, 120 at 32), in 4K chunks they do not (118 registers at 8 warps). The CPU interpreter gets one config,
+    `chunks` (the norm backwards), rows of 16K and more may also be walked in CHUNK-wide pieces (two passes, the
+    second from L2) instead of held whole or in 16K chunks, both of which spill (rmsnorm compiled for sm_90: 288 B
+    of stack a thread at 16 warps, 120 at 32); in 4K chunks they do not (118 registers at 8 warps). The CPU interpreter gets one config,
     ROWS=2 and STAGES=3, so the tests exercise the row masks and the persistent loops (tests/test_row_kernels.py
     launches the other paths)."""
     extra = {"CHUNK": 0} if chunks else {}
