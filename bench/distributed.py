@@ -79,9 +79,9 @@ COMM_CALLS = 3  # calls profiled for the communication share
 def comm_profile(call, dev: torch.device) -> dict:
     """Share of a call's GPU time spent in communication, from a CUPTI trace of COMM_CALLS calls after timing:
     comm_share = time some NCCL kernel runs / the span of the traced kernels; exposed_comm_share = time an NCCL
-    kernel runs while no other kernel does (communication nothing overlaps). Both are the largest over ranks. NCCL kernels
-    start when their stream reaches them and end when every rank has joined, so a rank's wait for a slower
-    one counts as communication. On failure the row says why instead (the measurement is kept)."""
+    kernel runs while no other kernel does (communication nothing overlaps). Both are the largest over ranks.
+    NCCL kernels start when their stream reaches them and end when every rank has joined, so a rank's wait for a
+    slower one counts as communication. On failure the row says why instead (the measurement is kept)."""
     import tempfile
 
     from torch.profiler import ProfilerActivity, profile

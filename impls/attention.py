@@ -148,13 +148,10 @@ def compiled(point, dtype, device):
                 "backward recomputing P (dK/dV and dQ kernels), autotuned tiles and load paths (pointers or TMA "
                 "descriptors)", triton=True, factory=True)
 def triton_flash(point, dtype, device):
-    from kernels import attention as kernel
-
-    kernel._probe_tma(torch.device(device))
+    from kernels.attention import flash_attention, tma_status
 
     def fn(q, k, v, causal):
-        return kernel.flash_attention(q, k, v, causal)
+        return flash_attention(q, k, v, causal)
 
-    # whether the autotuner could choose TMA descriptor loads here (rows say why not)
-    fn.row_info = {"tma": "available" if kernel._TMA_OK else f"unavailable{': ' + kernel.TMA_ERROR if kernel.TMA_ERROR else ''}"}
+    fn.row_info = {"tma": tma_status(torch.device(device))}  # whether descriptor loads could be chosen, or why not
     return fn

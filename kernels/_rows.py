@@ -45,9 +45,9 @@ def tuned_rows(key: tuple[str, ...] = ("n_cols", "n_rows"), chunks: bool = False
     """triton.autotune over (ROWS, num_warps, STAGES), keyed by the shape (and, implicitly, the dtypes). With
     `chunks` (the norm backwards), rows of 16K and more may also be walked in CHUNK-wide pieces (two passes, the
     second from L2) instead of held whole or in 16K chunks, both of which spill (rmsnorm compiled for sm_90: 288 B
-    of stack a thread at 16 warps, 120 at 32); in 4K chunks they do not (118 registers at 8 warps). The CPU interpreter gets one config,
-    ROWS=2 and STAGES=3, so the tests exercise the row masks and the persistent loops (tests/test_row_kernels.py
-    launches the other paths)."""
+    of stack a thread at 16 warps, 120 at 32); in 4K chunks they do not (118 registers at 8 warps). The CPU
+    interpreter gets one config, ROWS=2 and STAGES=3, so the tests exercise the row masks and the persistent
+    loops (tests/test_row_kernels.py launches the other paths)."""
     extra = {"CHUNK": 0} if chunks else {}
     if INTERPRETED:
         configs = [triton.Config({"ROWS": 2, "STAGES": 3, **extra}, num_warps=4)]

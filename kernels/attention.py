@@ -437,6 +437,12 @@ def _probe_tma(device: torch.device) -> None:
         TMA_ERROR = f"{type(e).__name__}: {e}"
 
 
+def tma_status(device: torch.device) -> str:
+    """Whether the autotuner may choose TMA descriptor loads on `device` ("available"), or why not."""
+    _probe_tma(device)
+    return "available" if _TMA_OK else "unavailable" + (f": {TMA_ERROR}" if TMA_ERROR else "")
+
+
 def flash_attention_fwd(q, k, v, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """o [B, H, S, D] and the base-2 logsumexp [B*H, S] (fp32) of the scaled scores."""
     _check(q, k, v)

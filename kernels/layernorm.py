@@ -175,8 +175,9 @@ def layernorm_fwd(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float 
     rstd = torch.empty(n_rows, dtype=torch.float32, device=x.device)  # [rows]
     block, single = row_block(n_cols)
     if n_rows:
-        _layernorm_fwd_kernel[row_grid(n_rows, x.device)](x2, w, b, y2, mean, rstd, x2.stride(0), y2.stride(0), n_rows, n_cols, eps,
-                                         BLOCK=block, SINGLE=single)
+        grid = row_grid(n_rows, x.device)
+        _layernorm_fwd_kernel[grid](x2, w, b, y2, mean, rstd, x2.stride(0), y2.stride(0), n_rows, n_cols, eps,
+                                    BLOCK=block, SINGLE=single)
     return y, mean, rstd
 
 

@@ -146,8 +146,9 @@ def rmsnorm_fwd(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6,
     rstd = torch.empty(n_rows, dtype=torch.float32, device=x.device)  # [rows]
     block, single = row_block(n_cols)
     if n_rows:
-        _rmsnorm_fwd_kernel[row_grid(n_rows, x.device)](x2, w, y2, rstd, x2.stride(0), y2.stride(0), n_rows, n_cols, eps,
-                                       BLOCK=block, SINGLE=single)
+        grid = row_grid(n_rows, x.device)
+        _rmsnorm_fwd_kernel[grid](x2, w, y2, rstd, x2.stride(0), y2.stride(0), n_rows, n_cols, eps, BLOCK=block,
+                                  SINGLE=single)
     return y, rstd
 
 

@@ -117,7 +117,8 @@ def softmax_fwd(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tenso
     y2 = y.view(-1, n_cols)
     block, single = row_block(n_cols)
     if n_rows and n_cols:
-        _softmax_fwd_kernel[row_grid(n_rows, x.device)](x2, y2, x2.stride(0), y2.stride(0), n_rows, n_cols, BLOCK=block, SINGLE=single)
+        grid = row_grid(n_rows, x.device)
+        _softmax_fwd_kernel[grid](x2, y2, x2.stride(0), y2.stride(0), n_rows, n_cols, BLOCK=block, SINGLE=single)
     return y
 
 
@@ -127,8 +128,9 @@ def softmax_bwd(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     dx = torch.empty_like(y2)
     block, single = row_block(n_cols)
     if n_rows and n_cols:
-        _softmax_bwd_kernel[row_grid(n_rows, y.device)](y2, dy2, dx, y2.stride(0), dy2.stride(0), dx.stride(0), n_rows, n_cols,
-                                       BLOCK=block, SINGLE=single)
+        grid = row_grid(n_rows, y.device)
+        _softmax_bwd_kernel[grid](y2, dy2, dx, y2.stride(0), dy2.stride(0), dx.stride(0), n_rows, n_cols,
+                                  BLOCK=block, SINGLE=single)
     return dx.view_as(y)
 
 

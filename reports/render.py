@@ -270,7 +270,8 @@ def first_oom(g: pd.DataFrame) -> list[dict]:
     head_dim=16: ok at seq=4096, out of memory from seq=16384."""
     lines = []
     for (impl, mode, dtype, device), s in g.groupby(["impl", "mode", "dtype", "device"], sort=True):
-        rows = [(r["point"], r["status"], r.get("reason", "")) for r in s.to_dict("records") if isinstance(r["point"], dict)]
+        rows = [(r["point"], r["status"], r.get("reason", "")) for r in s.to_dict("records")
+                if isinstance(r["point"], dict)]
         for point, status, reason in rows:
             if status != "oom":
                 continue
