@@ -225,34 +225,62 @@ def time_cuda(fn: Callable[[], object], cfg: TimingConfig, call_range: Callable[
     # NOTE: on an H200 (2026-11-29) F.rms_norm fp32 4096x4096 timed 46 us one run and 71 us the next that way,
     # with 27-31 us of host time per call. So, as nvbench does with its blocking kernel, a spin kernel holds the
     # stream after the L2 flush for longer than the host needs to issue the call; then the events see only
-    # device work. Launch-bound is reported apart: host time per call >= device time.
-    hold = _spin_cycles(host_ms * 1.5 + 0.02)
+    # device work, and a sample the host was late for anyway is dropped (`on_time`). Launch-bound is reported
+    # apart: host time per call >= device time.
+    hold_ms = host_ms * 1.5 + 0.02
 
     samples: list[float] = []
+    late: list[float] = []  # device times of samples the host was late for: kept only if nothing else comes
     host: list[float] = []
     started = time.perf_counter()
     batch = 5
     why = None
     while why is None:
         events = []
+        hold = _spin_cycles(hold_ms)
         for _ in range(batch):
             flush()
             torch.cuda._sleep(hold)
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             with rng("timed"):
+                i0 = time.perf_counter()
                 start.record()
                 h0 = time.perf_counter()
                 fn()
                 host.append((time.perf_counter() - h0) * 1e3)
                 end.record()
-            events.append((start, end))
+                issued = (time.perf_counter() - i0) * 1e3
+            events.append((start, end, issued))
         torch.cuda.synchronize()
-        for start, end in events:
-            samples.append(start.elapsed_time(end))
+        kept, dropped, hold_ms = on_time([(s.elapsed_time(e), issued) for s, e, issued in events], hold_ms)
+        late += dropped
+        for x in kept:
+            samples.append(x)
             why = why or _enough(samples, cfg, started)
+        if why is None and len(samples) < 3 and time.perf_counter() - started > 2 * cfg.max_time_s:
+            samples += late  # the host never kept up: the events' time is all there is (late_samples says so)
+            why = "max_time"
     timing = Timing(samples, statistics.median(host), first, len(warm), "cuda_event", why, cfg.flush_l2)
-    timing.extra.update(eager_event_ms=event_ms, launch_bound=timing.cpu_ms >= timing.summary()["median_ms"])
+    timing.extra.update(eager_event_ms=event_ms, launch_bound=timing.cpu_ms >= timing.summary()["median_ms"],
+                        late_samples=len(late))
     return timing
+
+
+def on_time(batch: list[tuple[float, float]], hold_ms: float) -> tuple[list[float], list[float], float]:
+    """Which samples of a batch timed the device alone: (kept, dropped, the hold for the next batch).
+
+    Each sample is (event time, host time from just before the start event to just after the end event was
+    issued). The spin kernel starts no earlier than it was issued and runs hold_ms, so a sample whose call was
+    issued within hold_ms found the device waiting on the spin, not on the host. A later one timed the host too
+    (on an H200, 2026-11-30: a 20 us backward read 79 us median, p80 242 us, when the host stalled now and
+    then). Late samples are dropped; the hold grows to 1.5x the batch's median issue time when that is longer.
+    "Within" keeps a fifth of the hold in reserve: the spin counts clock cycles, and the clock may run faster
+    than when its rate was probed."""
+    kept = [ms for ms, issued in batch if issued < 0.8 * hold_ms]
+    dropped = [ms for ms, issued in batch if issued >= 0.8 * hold_ms]
+    if dropped:
+        hold_ms = max(hold_ms, 1.5 * statistics.median(issued for _, issued in batch))
+    return kept, dropped, hold_ms
 
 
 _CYCLES_PER_MS: list[float] = []
@@ -265,12 +293,15 @@ def _spin_cycles(ms: float) -> int:
     if not _CYCLES_PER_MS:
         probe = 5_000_000
         torch.cuda._sleep(probe)  # first launch loads the kernel
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        torch.cuda._sleep(probe)
-        end.record()
-        end.synchronize()
-        _CYCLES_PER_MS.append(probe / max(start.elapsed_time(end), 1e-3))
+        rates = []
+        for _ in range(3):  # the fastest clock seen: a spin then lasts at least `ms` unless the clock rises further
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            torch.cuda._sleep(probe)
+            end.record()
+            end.synchronize()
+            rates.append(probe / max(start.elapsed_time(end), 1e-3))
+        _CYCLES_PER_MS.append(max(rates))
     return int(ms * _CYCLES_PER_MS[0])
 
 

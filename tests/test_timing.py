@@ -3,6 +3,7 @@ import statistics
 import time
 import timeit
 
+from bench import timing
 from bench.timing import TimingConfig, median_ci, time_call
 
 
@@ -86,3 +87,18 @@ def test_median_ci_contains_median():
     samples = [1.0 + 0.01 * (i % 10) for i in range(100)]
     lo, hi = median_ci(samples)
     assert lo <= statistics.median(samples) <= hi
+
+
+def test_on_time_drops_samples_the_host_was_late_for():
+    # (event ms, issue ms): the second call took the host longer than the spin held the stream
+    kept, dropped, hold = timing.on_time([(0.020, 0.10), (0.240, 0.60), (0.021, 0.20)], hold_ms=0.5)
+    assert kept == [0.020, 0.021] and dropped == [0.240]
+    assert hold == 0.5  # the batch's median issue time (0.2 ms) x 1.5 is shorter than the hold: unchanged
+    # every call late: nothing kept, and the hold grows past the calls' issue time
+    kept, dropped, hold = timing.on_time([(1.0, 1.0), (1.1, 2.0), (1.2, 3.0)], hold_ms=0.5)
+    assert kept == [] and dropped == [1.0, 1.1, 1.2] and hold == 3.0
+    # issue within the hold but past four fifths of it: late (the spin's clock may have sped up)
+    kept, dropped, hold = timing.on_time([(0.02, 0.45)], hold_ms=0.5)
+    assert kept == [] and dropped == [0.02]
+    kept, dropped, hold = timing.on_time([(0.02, 0.1)], hold_ms=0.5)
+    assert kept == [0.02] and dropped == [] and hold == 0.5
