@@ -148,6 +148,8 @@ def _fmt_ms(ms) -> str:
 @click.option("--component", "components", multiple=True, help="Only these components (repeatable).")
 @click.option("--mode", "modes", multiple=True, type=click.Choice(["fwd", "bwd", "fwd_bwd", "step"]),
               help="Only these modes (repeatable).")
+@click.option("--where", "wheres", multiple=True, metavar="AXIS=VALUE",
+              help="Only points whose AXIS has this VALUE, e.g. --where seq=4096 (repeatable; all must hold).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Results JSONL (default: results/<suites>-<time>.jsonl). Rows are appended.")
 @click.option("--resume", is_flag=True, help="Skip cases already in --out (default: the newest matching file).")
@@ -158,8 +160,8 @@ def _fmt_ms(ms) -> str:
 @click.option("--no-check", is_flag=True, help="Skip the float64 correctness check (not recommended).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--report/--no-report", "write_report", default=True, help="Write the HTML report next to the results.")
-def run(suite_names, suite_opt, suites_file, device, impls, components, modes, out, resume, isolate, point_timeout,
-        quick_timing, no_check, seed, write_report):
+def run(suite_names, suite_opt, suites_file, device, impls, components, modes, wheres, out, resume, isolate,
+        point_timeout, quick_timing, no_check, seed, write_report):
     """Run SUITE ... (default: quick) and write one row per case."""
     from bench import registry, suite
     from bench.runner import RunInterrupted, RunOptions, Runner, default_out, plan
@@ -177,22 +179,32 @@ def run(suite_names, suite_opt, suites_file, device, impls, components, modes, o
     for c in components:
         if c not in comps:
             _fail(f"--component {c!r}: no such component; known: {', '.join(sorted(comps))}")
+    in_suites = {p.case.component for p in plan(chosen, None)}
     for name in impls:
-        owners = [comp for comp in comps.values() if name in comp.impls]
+        owners = [comps[c] for c in sorted(in_suites) if c in comps and name in comps[c].impls]
         if not owners:
-            known = sorted({i for comp in comps.values() for i in comp.impls})
-            _fail(f"--impl {name!r}: no component has that implementation; known: {', '.join(known)}")
+            known = sorted({i for c in in_suites if c in comps for i in comps[c].impls})
+            _fail(f"--impl {name!r}: no component of suite(s) {', '.join(names)} has that implementation; "
+                  f"known: {', '.join(known)}")
         for comp in owners:
             why = comp.impls[name].needs.unmet(dev)
             if why:
                 _fail(f"--impl {name!r} was asked for by name but cannot run here: {comp.name}:{name} {why}")
+    where = {}
+    for w in wheres:
+        axis, eq, value = w.partition("=")
+        if not eq or not axis:
+            _fail(f"--where {w!r}: expected AXIS=VALUE, e.g. --where seq=4096")
+        where[axis.strip()] = value.strip()
     planned = plan(chosen, list(impls) or None)
     if components:
         planned = [p for p in planned if p.case.component in components]
     if modes:
         planned = [p for p in planned if p.case.mode in modes]
+    if where:
+        planned = [p for p in planned if all(str(p.case.point.get(a)).lower() == v.lower() for a, v in where.items())]
     if not planned:
-        _fail("nothing to run: the suites, --component, --mode and --impl filters leave no case")
+        _fail("nothing to run: the suites, --component, --mode, --where and --impl filters leave no case")
     label = "+".join(names)
     if out is None:
         out = _newest(label) if resume else None

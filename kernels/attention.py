@@ -154,14 +154,15 @@ def _fwd_block(acc, l_i, m_i, q, k_src, v_src, b, h, stride_kn, stride_vn, lo, h
         if UPCAST:
             k = k.to(tl.float32)
             v = v.to(tl.float32)
-        qk = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale  # [BM, BN], base-2 logits
+        qk = tl.dot(q, tl.trans(k), input_precision=PRECISION)  # [BM, BN], logits / qk_scale
         if MASKED:
             keep = cols[None, :] < S
             if CAUSAL:
                 keep = keep & (offs_m[:, None] >= cols[None, :])
             qk = tl.where(keep, qk, -float("inf"))
-        m_new = tl.maximum(m_i, tl.max(qk, 1))
-        p = tl.math.exp2(qk - m_new[:, None])
+        # scaled to base-2 logits only here, in one multiply-add with the max subtracted (qk_scale > 0)
+        m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+        p = tl.math.exp2(qk * qk_scale - m_new[:, None])
         alpha = tl.math.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=PRECISION)

@@ -71,6 +71,34 @@ def test_run_filters_by_mode(tmp_path):
     assert proc.returncode != 0 and "--mode" in proc.stderr + proc.stdout and "no case" in proc.stderr + proc.stdout
 
 
+def test_run_filters_by_point_and_scopes_impl_names_to_the_suite(tmp_path):
+    suites = tmp_path / "suites.yaml"
+    suites.write_text(SMALL + """\
+  attn:
+    entries:
+      - component: attention
+        axes: {batch: 1, heads: 2, seq: [8, 12], head_dim: 16, causal: true}
+        dtypes: [fp32]
+        modes: [fwd]
+""")
+    out = tmp_path / "res.jsonl"
+    bench("run", "small", "--suites", str(suites), "--device", "cpu", "--out", str(out), "--quick-timing",
+          "--no-report", "--impl", "eager", "--where", "tokens=33", "--mode", "fwd")
+    df = results.load(out)
+    assert len(df) == 2 and {p["tokens"] for p in df["point"]} == {33}  # one point x 2 dtypes
+    # data_parallel also has a `naive` impl, which needs 2 GPUs; only the suite's own components count
+    out2 = tmp_path / "attn.jsonl"
+    bench("run", "attn", "--suites", str(suites), "--device", "cpu", "--out", str(out2), "--quick-timing",
+          "--no-report", "--impl", "naive", "--where", "causal=true", "--where", "seq=12")
+    df = results.load(out2)
+    assert list(df["impl"]) == ["naive"] and df.iloc[0]["point"]["seq"] == 12 and df.iloc[0]["status"] == "ok"
+    for args, message in ((("--impl", "fsdp1"), "no component of suite(s) small"),
+                          (("--where", "tokens"), "AXIS=VALUE"), (("--where", "tokens=7"), "no case")):
+        proc = bench("run", "small", "--suites", str(suites), "--device", "cpu", "--out", str(tmp_path / "x.jsonl"),
+                     *args, check=False)
+        assert proc.returncode != 0 and message in proc.stderr + proc.stdout, args
+
+
 @pytest.mark.slow
 def test_list_and_costs_and_calibrate(tmp_path):
     proc = bench("list", "--device", "cpu")
