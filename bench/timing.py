@@ -256,7 +256,9 @@ def time_cuda(fn: Callable[[], object], cfg: TimingConfig, call_range: Callable[
         late += dropped
         for x in kept:
             samples.append(x)
-            why = why or _enough(samples, cfg, started)
+            why = _enough(samples, cfg, started)
+            if why:
+                break
         if why is None and len(samples) < 3 and time.perf_counter() - started > 2 * cfg.max_time_s:
             samples += late  # the host never kept up: the events' time is all there is (late_samples says so)
             why = "max_time"

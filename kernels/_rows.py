@@ -30,8 +30,8 @@ def _sensible(configs, named_args, **kwargs):
 
     def fits(c):
         rows, warps, stages, chunk = c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"], c.kwargs.get("CHUNK", 0)
-        if chunk:  # 16K-wide rows, and longer ones, walked in chunks narrower than a block, one row at a time
-            return block > 8192 and rows == 1 and stages == 1 and chunk // (32 * warps) in (16, 32)
+        if chunk:  # 16K-wide rows, and longer ones, walked in chunks narrower than a block, 1 or 2 rows at a time
+            return block > 8192 and rows <= 2 and stages == 1 and rows * chunk // (32 * warps) in (16, 32)
         tile = rows * block
         return ((rows == 1 or single) and tile <= max(block, 4096) and tile // (32 * warps) in (16, 32)
                 and (stages == 1 or (single and tile <= 8192)))
@@ -48,16 +48,25 @@ def tuned_rows(key: tuple[str, ...] = ("n_cols", "n_rows"), chunks: bool = False
     of stack a thread at 16 warps, 120 at 32); in 4K chunks they do not (118 registers at 8 warps). The CPU
     interpreter gets one config, ROWS=2 and STAGES=3, so the tests exercise the row masks and the persistent
     loops (tests/test_row_kernels.py launches the other paths)."""
-    extra = {"CHUNK": 0} if chunks else {}
     if INTERPRETED:
-        configs = [triton.Config({"ROWS": 2, "STAGES": 3, **extra}, num_warps=4)]
+        configs = [triton.Config({"ROWS": 2, "STAGES": 3, **({"CHUNK": 0} if chunks else {})}, num_warps=4)]
     else:
-        configs = [triton.Config({"ROWS": r, "STAGES": s, **extra}, num_warps=w)
-                   for r in (1, 2, 4, 8, 16) for w in (1, 2, 4, 8, 16, 32) for s in (1, 3)]
-        if chunks:
-            configs += [triton.Config({"ROWS": 1, "STAGES": 1, "CHUNK": 4096}, num_warps=w) for w in (4, 8)]
+        configs = gpu_configs(chunks)
     return triton.autotune(configs=configs, key=list(key), prune_configs_by={"early_config_prune": _sensible},
                            do_bench=quick_bench)
+
+
+def gpu_configs(chunks: bool) -> list:
+    """Every (ROWS, num_warps, STAGES) the autotuner may try on a GPU (before `_sensible` prunes them per shape);
+    with `chunks`, also (ROWS, CHUNK) pairs: two rows a step halve the dw/db partials' read-modify-write traffic
+    in L2, which at 16K-wide rows is larger than the rows' own."""
+    extra = {"CHUNK": 0} if chunks else {}
+    configs = [triton.Config({"ROWS": r, "STAGES": s, **extra}, num_warps=w)
+               for r in (1, 2, 4, 8, 16) for w in (1, 2, 4, 8, 16, 32) for s in (1, 3)]
+    if chunks:
+        configs += [triton.Config({"ROWS": r, "STAGES": 1, "CHUNK": c}, num_warps=w)
+                    for r, c in ((1, 4096), (2, 2048), (2, 4096)) for w in (4, 8, 16)]
+    return configs
 
 
 PERSISTENT_PER_SM = 4  # programs per SM of the pipelined (STAGES > 1) row-parallel kernels

@@ -78,46 +78,46 @@ def _layernorm_fwd_kernel(X, W, B, Y, MEAN, RSTD, stride_x, stride_y, n_rows, n_
 
 @triton.jit
 def _layernorm_bwd_chunked(X, W, DY, MEAN, RSTD, DX, dw_ptr, db_ptr, stride_x, stride_dy, stride_dx, first, last,
-                           n_cols, BLOCK: tl.constexpr):
-    """Rows [first, last) one at a time in BLOCK-wide chunks: the row's sums, then dx and the dw/db partial rows
-    (this program's own, in global memory) in a second pass that hits L2."""
-    x_row = X + first.to(tl.int64) * stride_x  # advanced by one stride a row (64-bit from the start)
-    dy_row = DY + first.to(tl.int64) * stride_dy
-    dx_row = DX + first.to(tl.int64) * stride_dx
-    for start in range(0, n_cols, BLOCK):
-        cols = start + tl.arange(0, BLOCK)
-        tl.store(dw_ptr + cols, tl.zeros([BLOCK], dtype=tl.float32), mask=cols < n_cols)
-        tl.store(db_ptr + cols, tl.zeros([BLOCK], dtype=tl.float32), mask=cols < n_cols)
-    for row in range(first, last):
-        mean = tl.load(MEAN + row)
-        rstd = tl.load(RSTD + row)
-        a1 = tl.zeros([BLOCK], dtype=tl.float32)
-        a2 = tl.zeros([BLOCK], dtype=tl.float32)
-        for start in range(0, n_cols, BLOCK):
-            cols = start + tl.arange(0, BLOCK)
-            mask = cols < n_cols
-            x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
-            dy = tl.load(dy_row + cols, mask=mask, other=0.0).to(tl.float32)
-            w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
-            g = dy * w
+                           n_cols, C: tl.constexpr, ROWS: tl.constexpr):
+    """Rows [first, last) ROWS at a time in C-wide chunks: the rows' sums, then dx and the dw/db partial rows
+    (this program's own, in global memory, read and written once per ROWS rows) in a second pass that hits L2."""
+    for start in range(0, n_cols, C):
+        cols = start + tl.arange(0, C)
+        tl.store(dw_ptr + cols, tl.zeros([C], dtype=tl.float32), mask=cols < n_cols)
+        tl.store(db_ptr + cols, tl.zeros([C], dtype=tl.float32), mask=cols < n_cols)
+    for row0 in range(first, last, ROWS):
+        rows = row0 + tl.arange(0, ROWS)
+        row_ok = rows < last
+        rows64 = rows.to(tl.int64)[:, None]
+        mean = tl.load(MEAN + rows, mask=row_ok, other=0.0)  # [ROWS]
+        rstd = tl.load(RSTD + rows, mask=row_ok, other=0.0)
+        a1 = tl.zeros([ROWS, C], dtype=tl.float32)
+        a2 = tl.zeros([ROWS, C], dtype=tl.float32)
+        for start in range(0, n_cols, C):
+            cols = start + tl.arange(0, C)
+            mask = row_ok[:, None] & (cols < n_cols)[None, :]
+            x = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            dy = tl.load(DY + rows64 * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            w = tl.load(W + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
+            g = dy * w[None, :]
             a1 += g
-            a2 += g * tl.where(mask, (x - mean) * rstd, 0.0)
-        c1 = tl.sum(a1, axis=0) / n_cols
-        c2 = tl.sum(a2, axis=0) / n_cols
-        for start in range(0, n_cols, BLOCK):
-            cols = start + tl.arange(0, BLOCK)
-            mask = cols < n_cols
-            x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
-            dy = tl.load(dy_row + cols, mask=mask, other=0.0).to(tl.float32)
-            w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
-            xhat = tl.where(mask, (x - mean) * rstd, 0.0)
-            dx = rstd * (dy * w - c1 - xhat * c2)
-            tl.store(dx_row + cols, dx.to(DX.dtype.element_ty), mask=mask)
-            tl.store(dw_ptr + cols, tl.load(dw_ptr + cols, mask=mask, other=0.0) + dy * xhat, mask=mask)
-            tl.store(db_ptr + cols, tl.load(db_ptr + cols, mask=mask, other=0.0) + dy, mask=mask)
-        x_row += stride_x
-        dy_row += stride_dy
-        dx_row += stride_dx
+            a2 += g * tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
+        c1 = tl.sum(a1, axis=1) / n_cols  # [ROWS]
+        c2 = tl.sum(a2, axis=1) / n_cols
+        for start in range(0, n_cols, C):
+            cols = start + tl.arange(0, C)
+            col_ok = cols < n_cols
+            mask = row_ok[:, None] & col_ok[None, :]
+            x = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            dy = tl.load(DY + rows64 * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)
+            xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
+            dx = rstd[:, None] * (dy * w[None, :] - c1[:, None] - xhat * c2[:, None])
+            tl.store(DX + rows64 * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask)
+            dw = tl.load(dw_ptr + cols, mask=col_ok, other=0.0)
+            tl.store(dw_ptr + cols, dw + tl.sum(dy * xhat, axis=0), mask=col_ok)
+            db = tl.load(db_ptr + cols, mask=col_ok, other=0.0)
+            tl.store(db_ptr + cols, db + tl.sum(dy, axis=0), mask=col_ok)
 
 
 @tuned_rows(chunks=True)
@@ -157,7 +157,7 @@ def _layernorm_bwd_kernel(X, W, DY, MEAN, RSTD, DX, DW_PARTIAL, DB_PARTIAL, stri
         tl.store(db_ptr + cols, tl.sum(db, axis=0), mask=col_ok)
     else:  # rows longer than a block (or 16K-wide rows chunked by the autotuner: see rmsnorm)
         _layernorm_bwd_chunked(X, W, DY, MEAN, RSTD, DX, dw_ptr, db_ptr, stride_x, stride_dy, stride_dx, first, last,
-                               n_cols, CHUNK if CHUNK > 0 else BLOCK)
+                               n_cols, CHUNK if CHUNK > 0 else BLOCK, ROWS)
 
 
 def layernorm_fwd(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float = 1e-5,

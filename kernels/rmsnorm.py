@@ -64,39 +64,37 @@ def _rmsnorm_fwd_kernel(X, W, Y, RSTD, stride_x, stride_y, n_rows, n_cols, eps,
 
 @triton.jit
 def _rmsnorm_bwd_chunked(X, W, DY, RSTD, DX, dw_ptr, stride_x, stride_dy, stride_dx, first, last, n_cols,
-                         C: tl.constexpr):
-    """Rows [first, last) one at a time in C-wide chunks: the sum over the row, then dx and the dw partial row
-    (this program's own, in global memory) in a second pass that hits L2."""
+                         C: tl.constexpr, ROWS: tl.constexpr):
+    """Rows [first, last) ROWS at a time in C-wide chunks: the sums over the rows, then dx and the dw partial row
+    (this program's own, in global memory, read and written once per ROWS rows) in a second pass that hits L2."""
     for start in range(0, n_cols, C):
         cols = start + tl.arange(0, C)
         tl.store(dw_ptr + cols, tl.zeros([C], dtype=tl.float32), mask=cols < n_cols)
-    x_row = X + first.to(tl.int64) * stride_x  # advanced by one stride a row (64-bit from the start)
-    dy_row = DY + first.to(tl.int64) * stride_dy
-    dx_row = DX + first.to(tl.int64) * stride_dx
-    for row in range(first, last):
-        rstd = tl.load(RSTD + row)
-        acc = tl.zeros([C], dtype=tl.float32)
+    for row0 in range(first, last, ROWS):
+        rows = row0 + tl.arange(0, ROWS)
+        row_ok = rows < last
+        rows64 = rows.to(tl.int64)[:, None]
+        rstd = tl.load(RSTD + rows, mask=row_ok, other=0.0)  # [ROWS]
+        acc = tl.zeros([ROWS, C], dtype=tl.float32)
         for start in range(0, n_cols, C):
             cols = start + tl.arange(0, C)
-            mask = cols < n_cols
-            x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
-            dy = tl.load(dy_row + cols, mask=mask, other=0.0).to(tl.float32)
-            w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
-            acc += dy * w * x
-        c = tl.sum(acc, axis=0) / n_cols
+            mask = row_ok[:, None] & (cols < n_cols)[None, :]
+            x = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            dy = tl.load(DY + rows64 * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            w = tl.load(W + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
+            acc += dy * w[None, :] * x
+        c = tl.sum(acc, axis=1) / n_cols  # [ROWS]
         for start in range(0, n_cols, C):
             cols = start + tl.arange(0, C)
-            mask = cols < n_cols
-            x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
-            dy = tl.load(dy_row + cols, mask=mask, other=0.0).to(tl.float32)
-            w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
-            dx = rstd * (dy * w - x * (rstd * rstd * c))
-            tl.store(dx_row + cols, dx.to(DX.dtype.element_ty), mask=mask)
-            dw = tl.load(dw_ptr + cols, mask=mask, other=0.0)
-            tl.store(dw_ptr + cols, dw + dy * x * rstd, mask=mask)
-        x_row += stride_x
-        dy_row += stride_dy
-        dx_row += stride_dx
+            col_ok = cols < n_cols
+            mask = row_ok[:, None] & col_ok[None, :]
+            x = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            dy = tl.load(DY + rows64 * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)
+            dx = rstd[:, None] * (dy * w[None, :] - x * (rstd * rstd * c)[:, None])
+            tl.store(DX + rows64 * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask)
+            dw = tl.load(dw_ptr + cols, mask=col_ok, other=0.0)
+            tl.store(dw_ptr + cols, dw + tl.sum(dy * x * rstd[:, None], axis=0), mask=col_ok)
 
 
 @tuned_rows(chunks=True)
@@ -129,7 +127,7 @@ def _rmsnorm_bwd_kernel(X, W, DY, RSTD, DX, DW_PARTIAL, stride_x, stride_dy, str
         tl.store(dw_ptr + cols, tl.sum(dw, axis=0), mask=col_ok)
     else:  # rows longer than a block (or 16K-wide rows chunked by the autotuner)
         _rmsnorm_bwd_chunked(X, W, DY, RSTD, DX, dw_ptr, stride_x, stride_dy, stride_dx, first, last, n_cols,
-                             CHUNK if CHUNK > 0 else BLOCK)
+                             CHUNK if CHUNK > 0 else BLOCK, ROWS)
 
 
 def rmsnorm_fwd(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6,

@@ -51,7 +51,7 @@ def test_softmax_forward_and_backward_one_tile_a_program(x):
                                rtol=1e-4, atol=1e-6)
 
 
-def _backward(kernel, x, w, dy, stats, stages, n_partials=1, rows_per_program=3, **chunk):
+def _backward(kernel, x, w, dy, stats, stages, n_partials=1, rows_per_program=3, rows=2, **chunk):
     """Launch a norm backward with `stages` over programs of rows_per_program rows (several programs, a partial
     last one); returns dx and the partial rows summed."""
     n_rows, n_cols = x.shape
@@ -60,17 +60,18 @@ def _backward(kernel, x, w, dy, stats, stages, n_partials=1, rows_per_program=3,
     dx = torch.empty_like(x)
     partials = [torch.full((programs, n_cols), float("nan")) for _ in range(n_partials)]  # every row written
     kernel.fn[(programs,)](x, w, dy, *stats, dx, *partials, x.stride(0), dy.stride(0), dx.stride(0), n_rows, n_cols,
-                           rows_per_program, BLOCK=block, SINGLE=single, ROWS=2, STAGES=stages, num_warps=4, **chunk)
+                           rows_per_program, BLOCK=block, SINGLE=single, ROWS=rows, STAGES=stages, num_warps=4, **chunk)
     return dx, [p.sum(0) for p in partials]
 
 
-@pytest.mark.parametrize("stages,chunk", [(1, 0), (3, 0), (1, 16)])
-def test_rmsnorm_backward_every_stages_path(x, stages, chunk):
+@pytest.mark.parametrize("stages,chunk,rows", [(1, 0, 2), (3, 0, 2), (1, 16, 1), (1, 16, 2)])
+def test_rmsnorm_backward_every_stages_path(x, stages, chunk, rows):
     """STAGES 1 plain, 3 tl.range pipelining, and a row that fits one block walked in 16-wide chunks instead (45
-    columns: two full chunks and a partial one): same dx and dw."""
+    columns: two full chunks and a partial one), one or two rows a step (3 rows a program: a partial pair):
+    same dx and dw."""
     w, dy = torch.rand(N_COLS) + 0.5, torch.randn_like(x)
     rstd = torch.rsqrt(x.pow(2).mean(-1) + 1e-6)
-    dx, (dw,) = _backward(RN._rmsnorm_bwd_kernel, x, w, dy, (rstd,), stages, CHUNK=chunk)
+    dx, (dw,) = _backward(RN._rmsnorm_bwd_kernel, x, w, dy, (rstd,), stages, rows=rows, CHUNK=chunk)
     xr = x.double().requires_grad_()
     wr = w.double().requires_grad_()
     (xr * torch.rsqrt(xr.pow(2).mean(-1, keepdim=True) + 1e-6) * wr).backward(dy.double())
@@ -78,13 +79,30 @@ def test_rmsnorm_backward_every_stages_path(x, stages, chunk):
     torch.testing.assert_close(dw.double(), wr.grad, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("stages,chunk", [(1, 0), (3, 0), (1, 16)])
-def test_layernorm_backward_every_stages_path(x, stages, chunk):
+@pytest.mark.parametrize("stages,chunk,rows", [(1, 0, 2), (3, 0, 2), (1, 16, 1), (1, 16, 2)])
+def test_layernorm_backward_every_stages_path(x, stages, chunk, rows):
     w, dy = torch.rand(N_COLS) + 0.5, torch.randn_like(x)
     mean, rstd = x.mean(-1), torch.rsqrt(x.var(-1, unbiased=False) + 1e-5)
-    dx, (dw, db) = _backward(LN._layernorm_bwd_kernel, x, w, dy, (mean, rstd), stages, n_partials=2, CHUNK=chunk)
+    dx, (dw, db) = _backward(LN._layernorm_bwd_kernel, x, w, dy, (mean, rstd), stages, n_partials=2, rows=rows,
+                               CHUNK=chunk)
     xr, wr, br = (t.double().requires_grad_() for t in (x, w, torch.zeros(N_COLS)))
     torch.nn.functional.layer_norm(xr, (N_COLS,), wr, br, 1e-5).backward(dy.double())
     torch.testing.assert_close(dx.double(), xr.grad, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(dw.double(), wr.grad, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(db.double(), br.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_autotune_prune_keeps_chunked_configs_only_for_wide_rows():
+    """On a GPU the norm backwards may walk 16K-wide rows (and longer ones) in chunks, one or two rows a step, at
+    16 or 32 elements a thread; narrower rows never get a chunked config."""
+    from kernels._rows import _sensible, gpu_configs
+
+    def chunked(block, single):
+        kept = _sensible(gpu_configs(chunks=True), {}, BLOCK=block, SINGLE=single)
+        return sorted((c.kwargs["ROWS"], c.kwargs["CHUNK"], c.num_warps) for c in kept if c.kwargs["CHUNK"])
+
+    expected = [(1, 4096, 4), (1, 4096, 8), (2, 2048, 4), (2, 2048, 8), (2, 4096, 8), (2, 4096, 16)]
+    assert chunked(16384, True) == expected and chunked(16384, False) == expected
+    assert chunked(4096, True) == [] and chunked(8192, True) == []
+    whole = _sensible(gpu_configs(chunks=True), {}, BLOCK=4096, SINGLE=True)
+    assert whole and all(c.kwargs["ROWS"] * 4096 // (32 * c.num_warps) in (16, 32) for c in whole)
