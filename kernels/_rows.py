@@ -43,9 +43,10 @@ def _sensible(configs, named_args, **kwargs):
 
 def tuned_rows(key: tuple[str, ...] = ("n_cols", "n_rows"), chunks: bool = False):
     """triton.autotune over (ROWS, num_warps, STAGES), keyed by the shape (and, implicitly, the dtypes). With
-    `chunks` (the norm backwards), rows of 16K and more may also be walked in CHUNK-wide pieces (two passes, the
-    second from L2) instead of held whole or in 16K chunks, both of which spill (rmsnorm compiled for sm_90: 288 B
-    of stack a thread at 16 warps, 120 at 32); in 4K chunks they do not (118 registers at 8 warps). The CPU
+    `chunks` (the norms), rows of 16K and more may also be walked in CHUNK-wide pieces (two passes, the second
+    from L2) instead of held whole or in 16K chunks. Backward, whole 16K rows spill (rmsnorm compiled for sm_90:
+    288 B of stack a thread at 16 warps, 120 at 32) and 4K chunks do not (110 registers at 8 warps); forward,
+    whole rows do not spill but take a whole SM each (101-110 registers at 16 warps), chunks 58-88 at 8. The CPU
     interpreter gets one config, ROWS=2 and STAGES=3, so the tests exercise the row masks and the persistent
     loops (tests/test_row_kernels.py launches the other paths)."""
     if INTERPRETED:

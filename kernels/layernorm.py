@@ -1,8 +1,8 @@
 """LayerNorm forward and backward in Triton: y = (x - mean) * rstd * w + b over the last dim.
 
 Forward reads x, w, b once and writes y plus mean and rstd (8 bytes a row). Rows that fit one block stay in
-registers; longer rows are walked in chunks (mean, then variance around it, then the output: the later passes
-hit L2). Backward reads x, w, dy, mean, rstd, writes dx, and reduces dw = sum(dy * xhat) and db = sum(dy)
+registers; longer rows are walked in chunks (mean and variance merged chunk by chunk, then the output: the
+second pass hits L2). Backward reads x, w, dy, mean, rstd, writes dx, and reduces dw = sum(dy * xhat) and db = sum(dy)
 through per-program fp32 partial rows summed afterwards (no atomics).
 """
 from __future__ import annotations
@@ -36,44 +36,56 @@ def _layernorm_fwd_tile(X, W, B, Y, MEAN, RSTD, tile, stride_x, stride_y, n_rows
     tl.store(RSTD + rows, rstd, mask=row_ok)
 
 
-@tuned_rows()
 @triton.jit
-def _layernorm_fwd_kernel(X, W, B, Y, MEAN, RSTD, stride_x, stride_y, n_rows, n_cols, eps,
-                          BLOCK: tl.constexpr, SINGLE: tl.constexpr, ROWS: tl.constexpr, STAGES: tl.constexpr):
-    if SINGLE and STAGES == 1:  # one tile a program (straight-line code, as rmsnorm's)
+def _layernorm_fwd_chunked(X, W, B, Y, MEAN, RSTD, tile, stride_x, stride_y, n_rows, n_cols, eps, C: tl.constexpr,
+                           ROWS: tl.constexpr):
+    """Rows [tile * ROWS, tile * ROWS + ROWS) in C-wide chunks: each chunk's mean and squared deviations, merged
+    into the row's as they come (Chan et al.: no cancellation, unlike a sum of squares), then the output (the
+    second pass hits L2). Small chunks keep registers few, so several rows are in flight on each SM."""
+    rows = tile * ROWS + tl.arange(0, ROWS)
+    row_ok = rows < n_rows
+    rows64 = rows.to(tl.int64)[:, None]
+    mean = tl.zeros([ROWS], dtype=tl.float32)
+    m2 = tl.zeros([ROWS], dtype=tl.float32)  # sum of squared deviations from the running mean
+    for start in range(0, n_cols, C):
+        cols = start + tl.arange(0, C)
+        mask = row_ok[:, None] & (cols < n_cols)[None, :]
+        x = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        n_a = start * 1.0  # columns merged so far
+        n_b = tl.minimum(n_cols - start, C) * 1.0  # columns in this chunk
+        mean_b = tl.sum(x, axis=1) / n_b
+        d = tl.where(mask, x - mean_b[:, None], 0.0)
+        delta = mean_b - mean
+        mean += delta * (n_b / (n_a + n_b))
+        m2 += tl.sum(d * d, axis=1) + delta * delta * (n_a * n_b / (n_a + n_b))
+    rstd = 1.0 / tl.sqrt(m2 / n_cols + eps)  # [ROWS]
+    for start in range(0, n_cols, C):
+        cols = start + tl.arange(0, C)
+        col_ok = cols < n_cols
+        mask = row_ok[:, None] & col_ok[None, :]
+        x = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)
+        b = tl.load(B + cols, mask=col_ok, other=0.0).to(tl.float32)
+        y = (x - mean[:, None]) * rstd[:, None] * w[None, :] + b[None, :]
+        tl.store(Y + rows64 * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
+    tl.store(MEAN + rows, mean, mask=row_ok)
+    tl.store(RSTD + rows, rstd, mask=row_ok)
+
+
+@tuned_rows(chunks=True)
+@triton.jit
+def _layernorm_fwd_kernel(X, W, B, Y, MEAN, RSTD, stride_x, stride_y, n_rows, n_cols, eps, BLOCK: tl.constexpr,
+                          SINGLE: tl.constexpr, ROWS: tl.constexpr, STAGES: tl.constexpr, CHUNK: tl.constexpr):
+    if SINGLE and CHUNK == 0 and STAGES == 1:  # one tile a program (straight-line code, as rmsnorm's)
         _layernorm_fwd_tile(X, W, B, Y, MEAN, RSTD, tl.program_id(0), stride_x, stride_y, n_rows, n_cols, eps, BLOCK,
                             ROWS)
-    elif SINGLE:  # tiles program, program + programs, ... pipelined (see row_grid)
+    elif SINGLE and CHUNK == 0:  # tiles program, program + programs, ... pipelined (see row_grid)
         for tile in tl.range(tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0), num_stages=STAGES):
             _layernorm_fwd_tile(X, W, B, Y, MEAN, RSTD, tile, stride_x, stride_y, n_rows, n_cols, eps, BLOCK, ROWS)
-    else:  # long rows, one at a time, in chunks: mean, variance around it, output (later passes hit L2)
+    else:  # rows longer than a block, or 16K-wide rows chunked by the autotuner
         for tile in range(tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0)):
-            for i in range(ROWS):
-                row = tile * ROWS + i
-                if row < n_rows:
-                    x_ptr = X + row.to(tl.int64) * stride_x
-                    y_ptr = Y + row.to(tl.int64) * stride_y
-                    acc = tl.zeros([BLOCK], dtype=tl.float32)
-                    for start in range(0, n_cols, BLOCK):
-                        cols = start + tl.arange(0, BLOCK)
-                        acc += tl.load(x_ptr + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
-                    mean = tl.sum(acc, axis=0) / n_cols
-                    acc = tl.zeros([BLOCK], dtype=tl.float32)
-                    for start in range(0, n_cols, BLOCK):
-                        cols = start + tl.arange(0, BLOCK)
-                        mask = cols < n_cols
-                        xc = tl.where(mask, tl.load(x_ptr + cols, mask=mask, other=0.0).to(tl.float32) - mean, 0.0)
-                        acc += xc * xc
-                    rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / n_cols + eps)
-                    for start in range(0, n_cols, BLOCK):
-                        cols = start + tl.arange(0, BLOCK)
-                        mask = cols < n_cols
-                        x = tl.load(x_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-                        w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
-                        b = tl.load(B + cols, mask=mask, other=0.0).to(tl.float32)
-                        tl.store(y_ptr + cols, ((x - mean) * rstd * w + b).to(Y.dtype.element_ty), mask=mask)
-                    tl.store(MEAN + row, mean)
-                    tl.store(RSTD + row, rstd)
+            _layernorm_fwd_chunked(X, W, B, Y, MEAN, RSTD, tile, stride_x, stride_y, n_rows, n_cols, eps,
+                                   CHUNK if CHUNK > 0 else BLOCK, ROWS)
 
 
 @triton.jit

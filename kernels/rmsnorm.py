@@ -31,35 +31,45 @@ def _rmsnorm_fwd_tile(X, W, Y, RSTD, tile, stride_x, stride_y, n_rows, n_cols, e
     tl.store(RSTD + rows, rstd, mask=row_ok)
 
 
-@tuned_rows()
 @triton.jit
-def _rmsnorm_fwd_kernel(X, W, Y, RSTD, stride_x, stride_y, n_rows, n_cols, eps,
-                        BLOCK: tl.constexpr, SINGLE: tl.constexpr, ROWS: tl.constexpr, STAGES: tl.constexpr):
-    if SINGLE and STAGES == 1:  # one tile a program (straight-line code: a loop of one cost wide rows 30%)
+def _rmsnorm_fwd_chunked(X, W, Y, RSTD, tile, stride_x, stride_y, n_rows, n_cols, eps, C: tl.constexpr,
+                         ROWS: tl.constexpr):
+    """Rows [tile * ROWS, tile * ROWS + ROWS) in C-wide chunks: the sum of squares, then the output (the second
+    pass hits L2). Small chunks keep registers few, so several rows are in flight on each SM."""
+    rows = tile * ROWS + tl.arange(0, ROWS)
+    row_ok = rows < n_rows
+    rows64 = rows.to(tl.int64)[:, None]
+    acc = tl.zeros([ROWS, C], dtype=tl.float32)
+    for start in range(0, n_cols, C):
+        cols = start + tl.arange(0, C)
+        mask = row_ok[:, None] & (cols < n_cols)[None, :]
+        x = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        acc += x * x
+    rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=1) / n_cols + eps)  # [ROWS]
+    for start in range(0, n_cols, C):
+        cols = start + tl.arange(0, C)
+        col_ok = cols < n_cols
+        mask = row_ok[:, None] & col_ok[None, :]
+        x = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)
+        tl.store(Y + rows64 * stride_y + cols[None, :], (x * rstd[:, None] * w[None, :]).to(Y.dtype.element_ty),
+                 mask=mask)
+    tl.store(RSTD + rows, rstd, mask=row_ok)
+
+
+@tuned_rows(chunks=True)
+@triton.jit
+def _rmsnorm_fwd_kernel(X, W, Y, RSTD, stride_x, stride_y, n_rows, n_cols, eps, BLOCK: tl.constexpr,
+                        SINGLE: tl.constexpr, ROWS: tl.constexpr, STAGES: tl.constexpr, CHUNK: tl.constexpr):
+    if SINGLE and CHUNK == 0 and STAGES == 1:  # one tile a program (straight-line code: a loop of one cost 30%)
         _rmsnorm_fwd_tile(X, W, Y, RSTD, tl.program_id(0), stride_x, stride_y, n_rows, n_cols, eps, BLOCK, ROWS)
-    elif SINGLE:  # tiles program, program + programs, ... pipelined (see row_grid)
+    elif SINGLE and CHUNK == 0:  # tiles program, program + programs, ... pipelined (see row_grid)
         for tile in tl.range(tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0), num_stages=STAGES):
             _rmsnorm_fwd_tile(X, W, Y, RSTD, tile, stride_x, stride_y, n_rows, n_cols, eps, BLOCK, ROWS)
-    else:  # long rows, one at a time, in chunks: sum of squares, then the output (the second pass hits L2)
+    else:  # rows longer than a block, or 16K-wide rows chunked by the autotuner
         for tile in range(tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0)):
-            for i in range(ROWS):
-                row = tile * ROWS + i
-                if row < n_rows:
-                    x_ptr = X + row.to(tl.int64) * stride_x
-                    y_ptr = Y + row.to(tl.int64) * stride_y
-                    acc = tl.zeros([BLOCK], dtype=tl.float32)
-                    for start in range(0, n_cols, BLOCK):
-                        cols = start + tl.arange(0, BLOCK)
-                        x = tl.load(x_ptr + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
-                        acc += x * x
-                    rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / n_cols + eps)
-                    for start in range(0, n_cols, BLOCK):
-                        cols = start + tl.arange(0, BLOCK)
-                        mask = cols < n_cols
-                        x = tl.load(x_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-                        w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
-                        tl.store(y_ptr + cols, (x * rstd * w).to(Y.dtype.element_ty), mask=mask)
-                    tl.store(RSTD + row, rstd)
+            _rmsnorm_fwd_chunked(X, W, Y, RSTD, tile, stride_x, stride_y, n_rows, n_cols, eps,
+                                 CHUNK if CHUNK > 0 else BLOCK, ROWS)
 
 
 @triton.jit

@@ -11,10 +11,10 @@ from kernels._rows import row_block, row_grid
 N_ROWS, N_COLS = 7, 45
 
 
-def launch(kernel, *args, n_rows=N_ROWS, n_cols=N_COLS):
+def launch(kernel, *args, n_rows=N_ROWS, n_cols=N_COLS, rows=2, **chunk):
     block, single = row_block(n_cols)
-    kernel.fn[row_grid(n_rows, torch.device("cpu"))](*args, BLOCK=block, SINGLE=single, ROWS=2, STAGES=1,
-                                                     num_warps=4)
+    kernel.fn[row_grid(n_rows, torch.device("cpu"))](*args, BLOCK=block, SINGLE=single, ROWS=rows, STAGES=1,
+                                                     num_warps=4, **chunk)
 
 
 @pytest.fixture
@@ -22,22 +22,33 @@ def x():
     return torch.randn(N_ROWS, N_COLS, generator=torch.Generator().manual_seed(0))
 
 
-def test_rmsnorm_forward_one_tile_a_program(x):
+FORWARD_PATHS = [dict(CHUNK=0), dict(CHUNK=16, rows=1), dict(CHUNK=16, rows=2)]  # whole rows; 16-wide chunks
+
+
+@pytest.mark.parametrize("path", FORWARD_PATHS)
+def test_rmsnorm_forward_one_tile_a_program(x, path):
     w = torch.rand(N_COLS) + 0.5
     y, rstd = torch.empty_like(x), torch.empty(N_ROWS)
-    launch(RN._rmsnorm_fwd_kernel, x, w, y, rstd, x.stride(0), y.stride(0), N_ROWS, N_COLS, 1e-6)
+    launch(RN._rmsnorm_fwd_kernel, x, w, y, rstd, x.stride(0), y.stride(0), N_ROWS, N_COLS, 1e-6, **path)
     ref_rstd = torch.rsqrt(x.double().pow(2).mean(-1) + 1e-6)
     torch.testing.assert_close(rstd.double(), ref_rstd, rtol=1e-5, atol=0)
     torch.testing.assert_close(y.double(), x.double() * ref_rstd[:, None] * w.double(), rtol=1e-5, atol=1e-6)
 
 
-def test_layernorm_forward_one_tile_a_program(x):
+@pytest.mark.parametrize("path", FORWARD_PATHS)
+def test_layernorm_forward_one_tile_a_program(x, path):
+    """Rows offset by 1000: fp32 rounding of x - mean alone costs ~1e-4 here, while a variance taken as a sum of
+    squares minus the squared mean would be off by ~6% (squares 1e6 times the variance); chunked, the variance
+    is merged chunk by chunk and stays within the 1e-3 tolerance."""
+    x = x + 1000.0
     w, b = torch.rand(N_COLS) + 0.5, torch.randn(N_COLS)
     y, mean, rstd = torch.empty_like(x), torch.empty(N_ROWS), torch.empty(N_ROWS)
-    launch(LN._layernorm_fwd_kernel, x, w, b, y, mean, rstd, x.stride(0), y.stride(0), N_ROWS, N_COLS, 1e-5)
+    launch(LN._layernorm_fwd_kernel, x, w, b, y, mean, rstd, x.stride(0), y.stride(0), N_ROWS, N_COLS, 1e-5, **path)
     ref = torch.nn.functional.layer_norm(x.double(), (N_COLS,), w.double(), b.double(), 1e-5)
-    torch.testing.assert_close(y.double(), ref, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(mean.double(), x.double().mean(-1), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(y.double(), ref, rtol=1e-3, atol=1e-3)
+    torch.testing.assert_close(mean.double(), x.double().mean(-1), rtol=1e-6, atol=0)
+    torch.testing.assert_close(rstd.double(), 1 / (x.double().var(-1, unbiased=False) + 1e-5).sqrt(), rtol=1e-3,
+                               atol=0)
 
 
 def test_softmax_forward_and_backward_one_tile_a_program(x):
