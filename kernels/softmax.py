@@ -1,8 +1,9 @@
 """Row-wise softmax over the last dim in Triton, forward and backward.
 
 Forward reads x once and writes y (rows that fit one block stay in registers; longer rows keep a running max
-and rescaled sum in one pass, then write exp(x - max) / sum in a second, which hits L2). Backward reads y and
-dy and writes dx = y * (dy - sum(dy * y)).
+and rescaled sum in one pass, then write exp(x - max) / sum in a second, which hits L2; too few long rows to fill
+the GPU are split into segments, each a program, their statistics merged per row). Backward reads y and dy and
+writes dx = y * (dy - sum(dy * y)).
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import as_rows, row_block, row_grid, tuned_rows
+from kernels._rows import MAX_BLOCK, as_rows, row_block, row_grid, sm_count, tuned_rows
 
 
 @triton.jit
@@ -108,6 +109,105 @@ def _softmax_bwd_kernel(Y, DY, DX, stride_y, stride_dy, stride_dx, n_rows, n_col
                         tl.store(dx_ptr + cols, (y * (dy - dot)).to(DX.dtype.element_ty), mask=mask)
 
 
+SPLIT_CHUNK = 4096  # columns a split program loads at once (8 warps: 16 a thread)
+SPLIT_PROGRAMS_PER_SM = 8  # split long rows until rows x segments fills this many programs an SM
+
+
+@triton.jit
+def _softmax_seg_stats_kernel(X, SEG_MAX, SEG_SUM, stride_x, n_cols, seg_len, n_segs, C: tl.constexpr):
+    """Program (row, segment): the segment's max and sum of exp(x - max) ([rows, segments] fp32 each)."""
+    row, seg = tl.program_id(0), tl.program_id(1)
+    x_ptr = X + row.to(tl.int64) * stride_x
+    lo = seg * seg_len
+    hi = tl.minimum(lo + seg_len, n_cols)
+    m = tl.full([C], -float("inf"), dtype=tl.float32)  # running max per lane
+    s = tl.zeros([C], dtype=tl.float32)  # running sum per lane, scaled to m
+    for start in range(lo, hi, C):
+        cols = start + tl.arange(0, C)
+        x = tl.load(x_ptr + cols, mask=cols < hi, other=-float("inf")).to(tl.float32)
+        m_new = tl.maximum(m, x)
+        scale = tl.where(m_new == -float("inf"), 0.0, tl.exp(m - m_new))  # lanes with only -inf: no inf - inf
+        s = s * scale + tl.where(m_new == -float("inf"), 0.0, tl.exp(x - m_new))
+        m = m_new
+    seg_max = tl.max(m, axis=0)
+    seg_sum = tl.sum(tl.where(m == -float("inf"), 0.0, s * tl.exp(m - seg_max)), axis=0)
+    tl.store(SEG_MAX + row * n_segs + seg, seg_max)
+    tl.store(SEG_SUM + row * n_segs + seg, seg_sum)
+
+
+@triton.jit
+def _softmax_seg_out_kernel(X, Y, SEG_MAX, SEG_SUM, stride_x, stride_y, n_cols, seg_len, n_segs, C: tl.constexpr,
+                            SEGS: tl.constexpr):
+    """Program (row, segment): the row's max and sum from its segments' (SEGS >= n_segs), then this segment's
+    exp(x - max) / sum."""
+    row, seg = tl.program_id(0), tl.program_id(1)
+    k = tl.arange(0, SEGS)
+    maxes = tl.load(SEG_MAX + row * n_segs + k, mask=k < n_segs, other=-float("inf"))
+    sums = tl.load(SEG_SUM + row * n_segs + k, mask=k < n_segs, other=0.0)
+    row_max = tl.max(maxes, axis=0)
+    total = tl.sum(tl.where(maxes == -float("inf"), 0.0, sums * tl.exp(maxes - row_max)), axis=0)
+    x_ptr = X + row.to(tl.int64) * stride_x
+    y_ptr = Y + row.to(tl.int64) * stride_y
+    lo = seg * seg_len
+    hi = tl.minimum(lo + seg_len, n_cols)
+    for start in range(lo, hi, C):
+        cols = start + tl.arange(0, C)
+        mask = cols < hi
+        x = tl.load(x_ptr + cols, mask=mask, other=-float("inf")).to(tl.float32)
+        tl.store(y_ptr + cols, (tl.exp(x - row_max) / total).to(Y.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _softmax_seg_dot_kernel(Y, DY, SEG_DOT, stride_y, stride_dy, n_cols, seg_len, n_segs, C: tl.constexpr):
+    """Program (row, segment): the segment's sum of y * dy."""
+    row, seg = tl.program_id(0), tl.program_id(1)
+    y_ptr = Y + row.to(tl.int64) * stride_y
+    dy_ptr = DY + row.to(tl.int64) * stride_dy
+    lo = seg * seg_len
+    hi = tl.minimum(lo + seg_len, n_cols)
+    acc = tl.zeros([C], dtype=tl.float32)
+    for start in range(lo, hi, C):
+        cols = start + tl.arange(0, C)
+        mask = cols < hi
+        y = tl.load(y_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        acc += y * dy
+    tl.store(SEG_DOT + row * n_segs + seg, tl.sum(acc, axis=0))
+
+
+@triton.jit
+def _softmax_seg_dx_kernel(Y, DY, DX, SEG_DOT, stride_y, stride_dy, stride_dx, n_cols, seg_len, n_segs,
+                           C: tl.constexpr, SEGS: tl.constexpr):
+    """Program (row, segment): the row's sum of y * dy from its segments', then this segment's dx."""
+    row, seg = tl.program_id(0), tl.program_id(1)
+    k = tl.arange(0, SEGS)
+    dot = tl.sum(tl.load(SEG_DOT + row * n_segs + k, mask=k < n_segs, other=0.0), axis=0)
+    y_ptr = Y + row.to(tl.int64) * stride_y
+    dy_ptr = DY + row.to(tl.int64) * stride_dy
+    dx_ptr = DX + row.to(tl.int64) * stride_dx
+    lo = seg * seg_len
+    hi = tl.minimum(lo + seg_len, n_cols)
+    for start in range(lo, hi, C):
+        cols = start + tl.arange(0, C)
+        mask = cols < hi
+        y = tl.load(y_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        tl.store(dx_ptr + cols, (y * (dy - dot)).to(DX.dtype.element_ty), mask=mask)
+
+
+def row_segments(n_rows: int, n_cols: int, device: torch.device, chunk: int = SPLIT_CHUNK) -> tuple[int, int]:
+    """(segments a row, columns a segment, a multiple of `chunk`) for rows longer than a block. Few long rows
+    (256 x 65536: 256 programs on 132 SMs, each walking 64K columns a chunk at a time) leave SMs with one chunk's
+    loads in flight; split into segments, rows x segments fill SPLIT_PROGRAMS_PER_SM programs an SM. (1, n_cols)
+    when the rows alone do."""
+    want = SPLIT_PROGRAMS_PER_SM * sm_count(device)
+    if n_cols <= MAX_BLOCK or n_rows >= want:
+        return 1, n_cols
+    segs = min(triton.cdiv(want, n_rows), triton.cdiv(n_cols, chunk))
+    seg_len = triton.cdiv(triton.cdiv(n_cols, segs), chunk) * chunk
+    return triton.cdiv(n_cols, seg_len), seg_len
+
+
 def softmax_fwd(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     x2 = as_rows(x)  # [rows, dim]
     n_rows, n_cols = x2.shape
@@ -116,7 +216,16 @@ def softmax_fwd(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tenso
         raise ValueError("out must be contiguous with the shape of x")
     y2 = y.view(-1, n_cols)
     block, single = row_block(n_cols)
-    if n_rows and n_cols:
+    segs, seg_len = row_segments(n_rows, n_cols, x.device)
+    if n_rows and n_cols and segs > 1:  # few long rows: each split over several programs (two kernels)
+        seg_max = torch.empty(n_rows, segs, dtype=torch.float32, device=x.device)  # [rows, segments]
+        seg_sum = torch.empty_like(seg_max)
+        _softmax_seg_stats_kernel[(n_rows, segs)](x2, seg_max, seg_sum, x2.stride(0), n_cols, seg_len, segs,
+                                                  C=SPLIT_CHUNK, num_warps=8)
+        _softmax_seg_out_kernel[(n_rows, segs)](x2, y2, seg_max, seg_sum, x2.stride(0), y2.stride(0), n_cols,
+                                                seg_len, segs, C=SPLIT_CHUNK, SEGS=triton.next_power_of_2(segs),
+                                                num_warps=8)
+    elif n_rows and n_cols:
         grid = row_grid(n_rows, x.device)
         _softmax_fwd_kernel[grid](x2, y2, x2.stride(0), y2.stride(0), n_rows, n_cols, BLOCK=block, SINGLE=single)
     return y
@@ -127,7 +236,15 @@ def softmax_bwd(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     n_rows, n_cols = y2.shape
     dx = torch.empty_like(y2)
     block, single = row_block(n_cols)
-    if n_rows and n_cols:
+    segs, seg_len = row_segments(n_rows, n_cols, y.device)
+    if n_rows and n_cols and segs > 1:  # few long rows, split as in the forward
+        seg_dot = torch.empty(n_rows, segs, dtype=torch.float32, device=y.device)  # [rows, segments]
+        _softmax_seg_dot_kernel[(n_rows, segs)](y2, dy2, seg_dot, y2.stride(0), dy2.stride(0), n_cols, seg_len, segs,
+                                                C=SPLIT_CHUNK, num_warps=8)
+        _softmax_seg_dx_kernel[(n_rows, segs)](y2, dy2, dx, seg_dot, y2.stride(0), dy2.stride(0), dx.stride(0),
+                                               n_cols, seg_len, segs, C=SPLIT_CHUNK, SEGS=triton.next_power_of_2(segs),
+                                               num_warps=8)
+    elif n_rows and n_cols:
         grid = row_grid(n_rows, y.device)
         _softmax_bwd_kernel[grid](y2, dy2, dx, y2.stride(0), dy2.stride(0), dx.stride(0), n_rows, n_cols,
                                   BLOCK=block, SINGLE=single)

@@ -117,3 +117,37 @@ def test_autotune_prune_keeps_chunked_configs_only_for_wide_rows():
     assert chunked(4096, True) == [] and chunked(8192, True) == []
     whole = _sensible(gpu_configs(chunks=True), {}, BLOCK=4096, SINGLE=True)
     assert whole and all(c.kwargs["ROWS"] * 4096 // (32 * c.num_warps) in (16, 32) for c in whole)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_softmax_splits_few_long_rows_into_segments(dtype):
+    """3 rows of 20000 are too few to fill the (CPU: 4) SMs: each is split into 4096-wide segments, two kernels
+    forward and two backward. Row 1's first two segments are all -inf (their statistics must not give NaN)."""
+    assert SM.row_segments(3, 20000, torch.device("cpu")) == (5, 4096)
+    assert SM.row_segments(3, 16384, torch.device("cpu")) == (1, 16384)  # fits one block: never split
+    g = torch.Generator().manual_seed(1)
+    x = (torch.randn(3, 20000, generator=g) * 4).to(dtype)
+    x[1, :8192] = float("-inf")
+    y = SM.softmax_fwd(x)
+    ref = torch.softmax(x.double(), -1)
+    tol = dict(rtol=1e-5, atol=1e-8) if dtype == torch.float32 else dict(rtol=1e-2, atol=1e-5)
+    torch.testing.assert_close(y.double(), ref, **tol)
+    dy = torch.randn(3, 20000, generator=g).to(dtype)
+    dx = SM.softmax_bwd(dy, y)
+    yd = y.double()
+    torch.testing.assert_close(dx.double(), yd * (dy.double() - (yd * dy.double()).sum(-1, keepdim=True)), **tol)
+
+
+def test_softmax_long_rows_one_program_each():
+    """Rows longer than a block, enough of them not to be split (on a GPU, 1056+ rows): one program walks each
+    row in 16K chunks (two passes forward, two backward)."""
+    x = torch.randn(3, 16500, generator=torch.Generator().manual_seed(2))
+    y, dx = torch.empty_like(x), torch.empty_like(x)
+    launch(SM._softmax_fwd_kernel, x, y, x.stride(0), y.stride(0), 3, 16500, n_rows=3, n_cols=16500, rows=1)
+    ref = torch.softmax(x.double(), -1)
+    torch.testing.assert_close(y.double(), ref, rtol=1e-5, atol=1e-9)
+    dy = torch.randn_like(x)
+    launch(SM._softmax_bwd_kernel, y, dy, dx, y.stride(0), dy.stride(0), dx.stride(0), 3, 16500, n_rows=3,
+           n_cols=16500, rows=1)
+    torch.testing.assert_close(dx.double(), ref * (dy.double() - (ref * dy.double()).sum(-1, keepdim=True)),
+                               rtol=1e-4, atol=1e-8)
