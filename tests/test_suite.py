@@ -90,7 +90,7 @@ def test_bad_cli_arguments_exit_2():
     assert runner.invoke(main, ["run", "--point-timeout", "-1"]).exit_code == 2
     assert runner.invoke(main, ["run", "--device", "tpu"]).exit_code == 2
     res = runner.invoke(main, ["run", "--impl", "nosuch"])
-    assert res.exit_code == 2 and "no component has that implementation" in res.output
+    assert res.exit_code == 2 and "no component of suite(s) quick has that implementation" in res.output
 
 
 def test_axes_expand_to_cartesian_product(tmp_path):
