@@ -78,6 +78,11 @@ def prepare(df: pd.DataFrame) -> pd.DataFrame:
             df[col] = None
     df["point_label"] = df["point"].map(_point_label)
     df["device"] = df["device"].fillna(df.get("backend", "unknown"))
+    # One row per case: files given together may repeat one (a rerun, a resumed run); the newest row stands.
+    case = ["component", "impl", "mode", "point_label", "dtype", "device"]
+    n = len(df)
+    df = df.sort_values("time", kind="stable").drop_duplicates(case, keep="last").sort_index()
+    df.attrs["superseded"] = n - len(df)
     df["size"] = df["flops"].where(df["flops"].notna() & (df["flops"] > 0), df["bytes"])
     df["speedup"] = np.nan
     # Speedup over the component's reference implementation at the same device/mode/point/dtype.
@@ -405,7 +410,7 @@ def render(paths: list[str], out_dir: str | Path, baselines: list[str] | None = 
     page = env.get_template("report.html").render(
         title=title or "llm-bench report", sources=[str(p) for p in paths], machines=machines(df),
         overview=overview(df), sections=sections, comparison=comparison(list(map(str, paths)), list(map(str, baselines or []))),
-        charts_json=_script_json(_clean(charts)), total_rows=len(df),
+        charts_json=_script_json(_clean(charts)), total_rows=len(df), superseded=df.attrs.get("superseded", 0),
     )
     js = out / "plotly.min.js"
     if not js.exists():
