@@ -25,6 +25,7 @@ STATUS_ORDER = ["ok", "mismatch", "error", "oom", "timeout", "skipped"]
 TABLE_COLUMNS = [
     ("device", "device"), ("impl", "impl"), ("mode", "mode"), ("point", "point"), ("dtype", "dtype"),
     ("status", "status"), ("median_ms", "median ms"), ("p20_ms", "p20 ms"), ("p80_ms", "p80 ms"), ("n", "n"),
+    ("late_samples", "late samples"),
     ("cpu_ms", "host ms/call"), ("tflops", "TFLOP/s"), ("gbps", "GB/s"), ("intensity", "FLOP/B"),
     ("predicted_ms", "roofline ms"), ("roofline_pct", "% roofline"), ("bound", "bound"), ("speedup", "speedup"),
     ("rel_err", "rel err"), ("tol", "tol"), ("peak_mem_bytes", "peak MB"),
@@ -57,7 +58,7 @@ def _fmt(col: str, v) -> str:
         return f"{v:.2e}"
     if col in ("peak_mem_bytes", "predicted_mem_bytes"):
         return f"{v / 1e6:,.1f}"
-    if col == "n":
+    if col in ("n", "late_samples"):
         return str(int(v))
     return str(v)
 
@@ -68,7 +69,8 @@ def _sort_key(col: str, v):
 
 
 OPTIONAL = ["peak_tflops", "peak_gbps", "peak_comm_gbps", "math", "busbw_gbps", "backend", "launch_bound", "baseline",
-            "predicted_mem_bytes", "peak_mem_bytes", "predicted_comm_ms", "comm_ms", "comm_share", "exposed_comm_share"]
+            "predicted_mem_bytes", "peak_mem_bytes", "predicted_comm_ms", "comm_ms", "comm_share", "exposed_comm_share",
+            "late_samples"]
 
 
 def prepare(df: pd.DataFrame) -> pd.DataFrame:

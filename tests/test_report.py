@@ -212,6 +212,7 @@ def test_table_leaves_out_columns_no_row_fills(tmp_path):
     header = section.split("<thead>")[1].split("</thead>")[0]
     assert "median ms" in header and "reason / note" in header and "status" in header
     assert "comm % of step" not in header and "peak MB" not in header  # nothing fills them here
+    assert "late samples" not in header
 
 
 def test_a_case_in_several_files_is_shown_once_the_newest(tmp_path):
@@ -222,9 +223,11 @@ def test_a_case_in_several_files_is_shown_once_the_newest(tmp_path):
     newer = fixture_rows(scale=2.0, run="run-b")
     for r in newer:
         r["time"] = "2026-11-30T20:00:00+00:00"
+        r["late_samples"] = 3  # samples the timer dropped because the host was late: a column when present
     rmsnorm = [r for r in fixture_rows() if r["component"] == "rmsnorm"]
     paths = [str(write(tmp_path / "new.jsonl", newer)), str(write(tmp_path / "old.jsonl", rmsnorm))]
     df = prepare(results.load(paths))
     assert len(df) == len(newer) and set(df["run_id"]) == {"run-b"} and df.attrs["superseded"] == len(rmsnorm)
     page = render(paths, tmp_path / "out").read_text()
     assert f"{len(rmsnorm)} older rows of the same cases left out" in page
+    assert "<th" in page and "late samples" in page
