@@ -15,20 +15,32 @@ def work():
 
 
 def test_cpu_timer_matches_independent_measurement():
-    # This machine's speed drifts by 10-25% over seconds (2 shared cores), so the two measurements are
-    # interleaved in rounds, compared within each round, and the median of the per-round ratios is judged (the
-    # quietest round of each, compared across rounds, once differed by 1.3x).
-    # Both windows kept short and alike (ours stops by 0.3 s, timeit's 50 calls take ~0.15 s) so a round's two
-    # measurements see the same machine state.
+    """The same calls timed twice: by the timer and from inside the call (its own monotonic clock), so a noisy
+    machine moves both alike; then timeit on other calls, interleaved round by round, as a gross check.
+    NOTE: on the 2-core CI machine a timeit comparison alone read a steady 1.3x in one run (2026-11-30: ours
+    3.15 ms, timeit's 10-call groups 2.41 in all 15 rounds) while other runs agreed within 6%; with two busy
+    processes beside it here, 10-call groups read 1.8x ours (a group absorbs preemptions, a call's median does
+    not). So timeit times single calls too, and is judged only against gross errors."""
+    inner: list[float] = []
+
+    def timed_work():
+        t0 = time.monotonic_ns()
+        work()
+        inner.append((time.monotonic_ns() - t0) / 1e6)
+
     cfg = TimingConfig(warmup_min_ms=20, min_time_ms=100, max_time_s=0.3, rel_ci_target=0.01)
     ours, theirs = [], []
-    for _ in range(15):
-        ours.append(statistics.median(time_call(work, "cpu", cfg).samples_ms))
-        # Independent: timeit's own loop and its default wall clock, median of repeats.
-        runs = timeit.repeat(work, number=10, repeat=5)
-        theirs.append(statistics.median(runs) / 10 * 1e3)
+    for _ in range(5):
+        inner.clear()
+        t = time_call(timed_work, "cpu", cfg)
+        same_calls = inner[-t.n:]  # the sampled calls (warmup and the first call come before them)
+        assert t.n == len(t.samples_ms) and len(same_calls) == t.n
+        extra = sorted(got - ref for got, ref in zip(t.samples_ms, same_calls))  # the timer's own cost a call
+        assert extra[0] >= 0 and extra[len(extra) // 2] < 0.02, extra  # (a preemption may land in a few)
+        ours.append(statistics.median(t.samples_ms))
+        theirs.append(statistics.median(timeit.repeat(work, number=1, repeat=50)) * 1e3)  # per call, as ours
     ratio = statistics.median(a / b for a, b in zip(ours, theirs))
-    assert abs(ratio - 1) < 0.06, (ours, theirs)
+    assert 0.6 < ratio < 1.6, (ours, theirs)
 
 
 def test_stopping_rule_decisions():
