@@ -9,6 +9,7 @@ import gc
 import hashlib
 import json
 import os
+import sys
 import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -160,6 +161,7 @@ class Worker:
         if dev == "cuda":
             torch.cuda.reset_peak_memory_stats()
         with precision(case.dtype):
+            forget_autotune_choices()
             t0 = wall_clock()
             fn = impl.build(case.point, case.dtype, dev)
             row["build_s"] = wall_clock() - t0
@@ -189,17 +191,53 @@ class Worker:
             if impl.interpreted_on_cpu and dev == "cpu":
                 row["reason"] = (row.get("reason") + "; " if row.get("reason") else "") + \
                     "not timed: Triton runs through its CPU interpreter here"
+                row.update(autotune_choices())
                 return row
             call = make_timed_call(impl, fn, comp, case.mode, inputs, dev, seed, out_like)
             t0 = wall_clock()
             timing = time_call(call, dev, self.timing, lambda phase: profiling.call_range(case, phase))
             row["timing_s"] = wall_clock() - t0
         row.update(timing.summary())
+        row.update(autotune_choices())
         first_s = first_s if first_s is not None else timing.first_call_ms / 1e3
         row["compile_s"] = max(0.0, first_s - timing.summary()["median_ms"] / 1e3) + row["build_s"]
         if dev == "cuda":
             row["peak_mem_bytes"] = int(torch.cuda.max_memory_allocated() - base_mem)
         return row
+
+
+def _autotuners() -> list:
+    """Every triton.autotune'd kernel of the loaded kernels/ modules."""
+    if "triton" not in sys.modules:
+        return []
+    from triton.runtime.autotuner import Autotuner
+
+    found = []
+    for name, mod in list(sys.modules.items()):
+        if name.startswith("kernels.") and mod is not None:
+            found += [v for v in vars(mod).values() if isinstance(v, Autotuner)]
+    return found
+
+
+def forget_autotune_choices() -> None:
+    """Clear each autotuned kernel's record of its last config, so that what a case ran can be told apart."""
+    for tuner in _autotuners():
+        tuner.best_config = None
+
+
+def autotune_choices() -> dict:
+    """{"kernel_configs": {kernel: "BM=128 BN=64 TMA=True warps=8 stages=3"}} for the autotuned kernels that ran
+    since `forget_autotune_choices` (each one's config for the last shape it ran), or {} when none did."""
+    chosen = {}
+    for tuner in _autotuners():
+        config = getattr(tuner, "best_config", None)
+        if config is not None:
+            parts = [f"{k}={v}" for k, v in config.kwargs.items()]
+            parts += [f"warps={config.num_warps}", f"stages={config.num_stages}"]
+            if getattr(config, "maxnreg", None):
+                parts.append(f"maxnreg={config.maxnreg}")
+            chosen[tuner.fn.__name__] = " ".join(parts)
+    return {"kernel_configs": dict(sorted(chosen.items()))} if chosen else {}
 
 
 def first_line(e: BaseException) -> str:

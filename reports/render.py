@@ -31,7 +31,7 @@ TABLE_COLUMNS = [
     ("rel_err", "rel err"), ("tol", "tol"), ("peak_mem_bytes", "peak MB"),
     ("predicted_mem_bytes", "predicted MB"), ("predicted_comm_ms", "comm ms (pred.)"), ("comm_ms", "comm ms (meas.)"),
     ("comm_share", "comm % of step"), ("exposed_comm_share", "exposed comm %"), ("compile_s", "compile s"),
-    ("timer", "timer"), ("reason", "reason / note"),
+    ("timer", "timer"), ("kernel_configs", "kernel configs"), ("reason", "reason / note"),
 ]
 
 
@@ -46,6 +46,8 @@ def _num(x):
 def _fmt(col: str, v) -> str:
     if not _num(v) or v == "":
         return ""
+    if col == "kernel_configs":  # {kernel: config} the autotuner chose
+        return "; ".join(f"{k}: {c}" for k, c in v.items()) if isinstance(v, dict) else str(v)
     if col in ("median_ms", "p20_ms", "p80_ms", "predicted_ms", "cpu_ms", "predicted_comm_ms", "comm_ms"):
         return f"{v:.4g}"
     if col in ("comm_share", "exposed_comm_share"):
@@ -70,7 +72,7 @@ def _sort_key(col: str, v):
 
 OPTIONAL = ["peak_tflops", "peak_gbps", "peak_comm_gbps", "math", "busbw_gbps", "backend", "launch_bound", "baseline",
             "predicted_mem_bytes", "peak_mem_bytes", "predicted_comm_ms", "comm_ms", "comm_share", "exposed_comm_share",
-            "late_samples"]
+            "late_samples", "kernel_configs"]
 
 
 def prepare(df: pd.DataFrame) -> pd.DataFrame:

@@ -224,10 +224,11 @@ def test_a_case_in_several_files_is_shown_once_the_newest(tmp_path):
     for r in newer:
         r["time"] = "2026-11-30T20:00:00+00:00"
         r["late_samples"] = 3  # samples the timer dropped because the host was late: a column when present
+        r["kernel_configs"] = {"_rmsnorm_fwd_kernel": "ROWS=4 warps=8"}  # what the autotuner chose
     rmsnorm = [r for r in fixture_rows() if r["component"] == "rmsnorm"]
     paths = [str(write(tmp_path / "new.jsonl", newer)), str(write(tmp_path / "old.jsonl", rmsnorm))]
     df = prepare(results.load(paths))
     assert len(df) == len(newer) and set(df["run_id"]) == {"run-b"} and df.attrs["superseded"] == len(rmsnorm)
     page = render(paths, tmp_path / "out").read_text()
     assert f"{len(rmsnorm)} older rows of the same cases left out" in page
-    assert "<th" in page and "late samples" in page
+    assert "<th" in page and "late samples" in page and "_rmsnorm_fwd_kernel: ROWS=4 warps=8" in page
