@@ -240,10 +240,10 @@ def time_cuda(fn: Callable[[], object], cfg: TimingConfig, call_range: Callable[
         hold = _spin_cycles(hold_ms)
         for _ in range(batch):
             flush()
+            i0 = time.perf_counter()  # the spin cannot start before it is issued: the window opens here
             torch.cuda._sleep(hold)
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             with rng("timed"):
-                i0 = time.perf_counter()
                 start.record()
                 h0 = time.perf_counter()
                 fn()
@@ -271,9 +271,9 @@ def time_cuda(fn: Callable[[], object], cfg: TimingConfig, call_range: Callable[
 def on_time(batch: list[tuple[float, float]], hold_ms: float) -> tuple[list[float], list[float], float]:
     """Which samples of a batch timed the device alone: (kept, dropped, the hold for the next batch).
 
-    Each sample is (event time, host time from just before the start event to just after the end event was
-    issued). The spin kernel starts no earlier than it was issued and runs hold_ms, so a sample whose call was
-    issued within hold_ms found the device waiting on the spin, not on the host. A later one timed the host too
+    Each sample is (event time, host time from just before the spin kernel to just after the end event was
+    issued). The spin starts no earlier than it was issued and runs hold_ms, so a sample whose call was issued
+    within hold_ms found the device waiting on the spin, not on the host. A later one timed the host too
     (on an H200, 2026-11-30: a 20 us backward read 79 us median, p80 242 us, when the host stalled now and
     then). Late samples are dropped; the hold grows to 1.5x the batch's median issue time when that is longer.
     "Within" keeps a fifth of the hold in reserve: the spin counts clock cycles, and the clock may run faster
