@@ -2,6 +2,7 @@
 import statistics
 import time
 import timeit
+import types
 
 from bench import timing
 from bench.timing import TimingConfig, median_ci, time_call
@@ -114,3 +115,62 @@ def test_on_time_drops_samples_the_host_was_late_for():
     assert kept == [] and dropped == [0.02]
     kept, dropped, hold = timing.on_time([(0.02, 0.1)], hold_ms=0.5)
     assert kept == [0.02] and dropped == [] and hold == 0.5
+
+
+class _FakeGPU:
+    """A virtual host clock and one in-order stream: an op issued at host time t starts at max(t, when the stream
+    is free). Enough of torch.cuda for bench.timing.time_cuda to run on a CPU."""
+
+    CYCLES_PER_MS = 1e6
+
+    def __init__(self):
+        self.now = 0.0  # host clock, ms
+        self.free = 0.0  # when the stream has finished everything issued so far, ms
+
+    def perf_counter(self):
+        self.now += 0.001  # every clock read costs the host a microsecond
+        return self.now / 1e3
+
+    def kernel(self, ms):
+        self.free = max(self.now, self.free) + ms
+
+    def sleep_cycles(self, cycles):
+        self.kernel(cycles / self.CYCLES_PER_MS)
+
+    def event(self, enable_timing=True):
+        gpu, ev = self, types.SimpleNamespace(at=None)
+        ev.record = lambda: setattr(ev, "at", max(gpu.now, gpu.free))
+        ev.synchronize = lambda: setattr(gpu, "now", max(gpu.now, ev.at))
+        ev.elapsed_time = lambda other: other.at - ev.at
+        return ev
+
+    def synchronize(self):
+        self.now = max(self.now, self.free)
+
+
+def test_cuda_timer_drops_samples_the_host_was_late_for(monkeypatch):
+    """On the simulated stream a call takes the host 0.3 ms to issue and the device 0.02 ms to run; one call in
+    ten the host stalls 2 ms before launching. Events around a stalled call would time the stall; the timer
+    keeps only calls issued while the spin kernel still held the stream, so every sample reads 0.02 ms."""
+    gpu = _FakeGPU()
+    monkeypatch.setattr(timing, "time", types.SimpleNamespace(perf_counter=gpu.perf_counter))
+    monkeypatch.setattr(timing, "_CYCLES_PER_MS", [gpu.CYCLES_PER_MS])
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "synchronize", gpu.synchronize)
+    monkeypatch.setattr(torch.cuda, "Event", gpu.event)
+    monkeypatch.setattr(torch.cuda, "_sleep", gpu.sleep_cycles)
+    calls = []
+
+    def fn():
+        calls.append(1)
+        gpu.now += 2.0 if len(calls) % 10 == 0 else 0.3  # host: Python, launch overhead, now and then a stall
+        gpu.kernel(0.02)
+
+    cfg = TimingConfig(flush_l2=False, cuda_graph="never", max_samples=200, warmup_min_ms=5, min_time_ms=1)
+    t = timing.time_cuda(fn, cfg)
+    assert t.method == "cuda_event" and t.n >= 10
+    assert all(abs(x - 0.02) < 1e-6 for x in t.samples_ms), sorted(t.samples_ms)[-5:]
+    assert t.extra["late_samples"] >= 1  # the stalled calls were seen and dropped
+    assert t.extra["launch_bound"]  # 0.3 ms of host time a call against 0.02 of device time
