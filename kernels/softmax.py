@@ -111,6 +111,9 @@ def _softmax_bwd_kernel(Y, DY, DX, stride_y, stride_dy, stride_dx, n_rows, n_col
 
 SPLIT_CHUNK = 4096  # columns a split program loads at once (8 warps: 16 a thread)
 SPLIT_PROGRAMS_PER_SM = 8  # split long rows until rows x segments fills this many programs an SM
+SPLIT_BELOW_ROWS_PER_SM = 2  # ... but only when the rows give fewer programs than this an SM: the split reads
+# x (or y, dy) a second time in another kernel, from L2 only while it fits there; one program a row re-reads
+# each row while it is still in L2
 
 
 @triton.jit
@@ -139,8 +142,9 @@ def _softmax_seg_stats_kernel(X, SEG_MAX, SEG_SUM, stride_x, n_cols, seg_len, n_
 def _softmax_seg_out_kernel(X, Y, SEG_MAX, SEG_SUM, stride_x, stride_y, n_cols, seg_len, n_segs, C: tl.constexpr,
                             SEGS: tl.constexpr):
     """Program (row, segment): the row's max and sum from its segments' (SEGS >= n_segs), then this segment's
-    exp(x - max) / sum."""
-    row, seg = tl.program_id(0), tl.program_id(1)
+    exp(x - max) / sum. Programs take (row, segment) in the reverse of the statistics kernel's launch order, so
+    the first to re-read x read what that kernel read last, the likeliest still in L2."""
+    row, seg = tl.num_programs(0) - 1 - tl.program_id(0), tl.num_programs(1) - 1 - tl.program_id(1)
     k = tl.arange(0, SEGS)
     maxes = tl.load(SEG_MAX + row * n_segs + k, mask=k < n_segs, other=-float("inf"))
     sums = tl.load(SEG_SUM + row * n_segs + k, mask=k < n_segs, other=0.0)
@@ -178,8 +182,9 @@ def _softmax_seg_dot_kernel(Y, DY, SEG_DOT, stride_y, stride_dy, n_cols, seg_len
 @triton.jit
 def _softmax_seg_dx_kernel(Y, DY, DX, SEG_DOT, stride_y, stride_dy, stride_dx, n_cols, seg_len, n_segs,
                            C: tl.constexpr, SEGS: tl.constexpr):
-    """Program (row, segment): the row's sum of y * dy from its segments', then this segment's dx."""
-    row, seg = tl.program_id(0), tl.program_id(1)
+    """Program (row, segment): the row's sum of y * dy from its segments', then this segment's dx (in the reverse
+    of the dot kernel's order, as the forward's output kernel)."""
+    row, seg = tl.num_programs(0) - 1 - tl.program_id(0), tl.num_programs(1) - 1 - tl.program_id(1)
     k = tl.arange(0, SEGS)
     dot = tl.sum(tl.load(SEG_DOT + row * n_segs + k, mask=k < n_segs, other=0.0), axis=0)
     y_ptr = Y + row.to(tl.int64) * stride_y
@@ -199,9 +204,10 @@ def row_segments(n_rows: int, n_cols: int, device: torch.device, chunk: int = SP
     """(segments a row, columns a segment, a multiple of `chunk`) for rows longer than a block. Few long rows
     (256 x 65536: 256 programs on 132 SMs, each walking 64K columns a chunk at a time) leave SMs with one chunk's
     loads in flight; split into segments, rows x segments fill SPLIT_PROGRAMS_PER_SM programs an SM. (1, n_cols)
-    when the rows alone do."""
-    want = SPLIT_PROGRAMS_PER_SM * sm_count(device)
-    if n_cols <= MAX_BLOCK or n_rows >= want:
+    when the rows alone do, or give SPLIT_BELOW_ROWS_PER_SM programs an SM."""
+    sms = sm_count(device)
+    want = SPLIT_PROGRAMS_PER_SM * sms
+    if n_cols <= MAX_BLOCK or n_rows >= SPLIT_BELOW_ROWS_PER_SM * sms:
         return 1, n_cols
     segs = min(triton.cdiv(want, n_rows), triton.cdiv(n_cols, chunk))
     seg_len = triton.cdiv(triton.cdiv(n_cols, segs), chunk) * chunk

@@ -125,6 +125,7 @@ def test_softmax_splits_few_long_rows_into_segments(dtype):
     forward and two backward. Row 1's first two segments are all -inf (their statistics must not give NaN)."""
     assert SM.row_segments(3, 20000, torch.device("cpu")) == (5, 4096)
     assert SM.row_segments(3, 16384, torch.device("cpu")) == (1, 16384)  # fits one block: never split
+    assert SM.row_segments(8, 20000, torch.device("cpu")) == (1, 20000)  # 2 rows an SM (CPU: 4 "SMs"): not split
     g = torch.Generator().manual_seed(1)
     x = (torch.randn(3, 20000, generator=g) * 4).to(dtype)
     x[1, :8192] = float("-inf")
