@@ -2,6 +2,7 @@
 data-parallel strategy, and write, per strategy, how far its parameters end from single-process training on the
 global batch. Used by tests/test_data_parallel.py."""
 import json
+import os
 import sys
 
 import torch
@@ -49,9 +50,10 @@ def main(out: str, names: list[str], mixed: bool) -> None:
             "moved": float((got - start).norm() / start.norm()),
             "frozen_still_ones": bool(torch.all(frozen == 1).item()),
         }
-    if rank == 0:
-        with open(out, "w") as f:
+    if rank == 0:  # atomically: the test reads the report even if a rank aborts at teardown afterwards
+        with open(out + ".tmp", "w") as f:
             json.dump(report, f)
+        os.replace(out + ".tmp", out)
     dist.destroy_process_group()
 
 

@@ -16,13 +16,20 @@ ROOT = Path(__file__).parent.parent
 
 
 def run_workers(tmp_path, names, mixed=False) -> dict:
+    """The workers' report. Rank 0 writes it (atomically) once every strategy has finished on both ranks; it
+    stands even if a rank then dies at teardown. NOTE: gloo ranks abort at teardown now and then under load
+    ("terminate called without an active exception", SIGABRT; clean-clone CI, 2026-11-30), which is not the
+    strategies' failure. A run that dies before writing the report gets one more try."""
     out = tmp_path / "dp.json"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
            str(ROOT / "tests" / "dp_worker.py"), str(out), ",".join(names), "mixed" if mixed else "fp32"]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return json.loads(out.read_text())
+    for _ in range(2):
+        out.unlink(missing_ok=True)
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
+                              env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
+        if out.exists():
+            return json.loads(out.read_text())
+    raise AssertionError(f"exit {proc.returncode}, no report: " + proc.stdout[-3000:] + proc.stderr[-3000:])
 
 
 @pytest.mark.slow
