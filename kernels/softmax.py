@@ -41,6 +41,64 @@ def _softmax_bwd_tile(Y, DY, DX, tile, stride_y, stride_dy, stride_dx, n_rows, n
     tl.store(DX + rows64 * stride_dx + cols[None, :], (y * (dy - dot[:, None])).to(DX.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def _merge_max_sum(m, s):
+    """One (max, sum of exp(x - max)) from lanes (or segments) holding their own; those that saw only -inf
+    count zero (no inf - inf)."""
+    row_max = tl.max(m, axis=0)
+    return row_max, tl.sum(tl.where(m == -float("inf"), 0.0, s * tl.exp(m - row_max)), axis=0)
+
+
+@triton.jit
+def _span_max_sum(x_ptr, lo, hi, C: tl.constexpr):
+    """(max, sum of exp(x - max)) over columns [lo, hi) of one row, C at a time: a running max and rescaled sum
+    per lane, merged at the end."""
+    m = tl.full([C], -float("inf"), dtype=tl.float32)  # running max per lane
+    s = tl.zeros([C], dtype=tl.float32)  # running sum per lane, scaled to m
+    for start in range(lo, hi, C):
+        cols = start + tl.arange(0, C)
+        x = tl.load(x_ptr + cols, mask=cols < hi, other=-float("inf")).to(tl.float32)
+        m_new = tl.maximum(m, x)
+        scale = tl.where(m_new == -float("inf"), 0.0, tl.exp(m - m_new))  # lanes with only -inf: no inf - inf
+        s = s * scale + tl.where(m_new == -float("inf"), 0.0, tl.exp(x - m_new))
+        m = m_new
+    return _merge_max_sum(m, s)
+
+
+@triton.jit
+def _span_softmax(x_ptr, y_ptr, lo, hi, row_max, total, C: tl.constexpr):
+    """y = exp(x - row_max) / total over columns [lo, hi) of one row."""
+    for start in range(lo, hi, C):
+        cols = start + tl.arange(0, C)
+        mask = cols < hi
+        x = tl.load(x_ptr + cols, mask=mask, other=-float("inf")).to(tl.float32)
+        tl.store(y_ptr + cols, (tl.exp(x - row_max) / total).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _span_dot(y_ptr, dy_ptr, lo, hi, C: tl.constexpr):
+    """sum(y * dy) over columns [lo, hi) of one row."""
+    acc = tl.zeros([C], dtype=tl.float32)
+    for start in range(lo, hi, C):
+        cols = start + tl.arange(0, C)
+        mask = cols < hi
+        y = tl.load(y_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        acc += y * dy
+    return tl.sum(acc, axis=0)
+
+
+@triton.jit
+def _span_dx(y_ptr, dy_ptr, dx_ptr, lo, hi, dot, C: tl.constexpr):
+    """dx = y * (dy - dot) over columns [lo, hi) of one row."""
+    for start in range(lo, hi, C):
+        cols = start + tl.arange(0, C)
+        mask = cols < hi
+        y = tl.load(y_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        tl.store(dx_ptr + cols, (y * (dy - dot)).to(dx_ptr.dtype.element_ty), mask=mask)
+
+
 @tuned_rows()
 @triton.jit
 def _softmax_fwd_kernel(X, Y, stride_x, stride_y, n_rows, n_cols, BLOCK: tl.constexpr, SINGLE: tl.constexpr,
@@ -56,24 +114,8 @@ def _softmax_fwd_kernel(X, Y, stride_x, stride_y, n_rows, n_cols, BLOCK: tl.cons
                 row = tile * ROWS + i
                 if row < n_rows:
                     x_ptr = X + row.to(tl.int64) * stride_x
-                    y_ptr = Y + row.to(tl.int64) * stride_y
-                    m = tl.full([BLOCK], -float("inf"), dtype=tl.float32)  # running max per lane
-                    s = tl.zeros([BLOCK], dtype=tl.float32)  # running sum per lane, scaled to m
-                    for start in range(0, n_cols, BLOCK):
-                        cols = start + tl.arange(0, BLOCK)
-                        x = tl.load(x_ptr + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
-                        m_new = tl.maximum(m, x)
-                        # Lanes that have seen only -inf keep a zero sum (avoid inf - inf).
-                        scale = tl.where(m_new == -float("inf"), 0.0, tl.exp(m - m_new))
-                        s = s * scale + tl.where(m_new == -float("inf"), 0.0, tl.exp(x - m_new))
-                        m = m_new
-                    row_max = tl.max(m, axis=0)
-                    total = tl.sum(tl.where(m == -float("inf"), 0.0, s * tl.exp(m - row_max)), axis=0)
-                    for start in range(0, n_cols, BLOCK):
-                        cols = start + tl.arange(0, BLOCK)
-                        mask = cols < n_cols
-                        x = tl.load(x_ptr + cols, mask=mask, other=-float("inf")).to(tl.float32)
-                        tl.store(y_ptr + cols, (tl.exp(x - row_max) / total).to(Y.dtype.element_ty), mask=mask)
+                    row_max, total = _span_max_sum(x_ptr, 0, n_cols, BLOCK)
+                    _span_softmax(x_ptr, Y + row.to(tl.int64) * stride_y, 0, n_cols, row_max, total, BLOCK)
 
 
 @tuned_rows()
@@ -92,21 +134,8 @@ def _softmax_bwd_kernel(Y, DY, DX, stride_y, stride_dy, stride_dx, n_rows, n_col
                 if row < n_rows:
                     y_ptr = Y + row.to(tl.int64) * stride_y
                     dy_ptr = DY + row.to(tl.int64) * stride_dy
-                    dx_ptr = DX + row.to(tl.int64) * stride_dx
-                    acc = tl.zeros([BLOCK], dtype=tl.float32)
-                    for start in range(0, n_cols, BLOCK):
-                        cols = start + tl.arange(0, BLOCK)
-                        mask = cols < n_cols
-                        y = tl.load(y_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-                        dy = tl.load(dy_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-                        acc += y * dy
-                    dot = tl.sum(acc, axis=0)
-                    for start in range(0, n_cols, BLOCK):
-                        cols = start + tl.arange(0, BLOCK)
-                        mask = cols < n_cols
-                        y = tl.load(y_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-                        dy = tl.load(dy_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-                        tl.store(dx_ptr + cols, (y * (dy - dot)).to(DX.dtype.element_ty), mask=mask)
+                    dot = _span_dot(y_ptr, dy_ptr, 0, n_cols, BLOCK)
+                    _span_dx(y_ptr, dy_ptr, DX + row.to(tl.int64) * stride_dx, 0, n_cols, dot, BLOCK)
 
 
 SPLIT_CHUNK = 4096  # columns a split program loads at once (8 warps: 16 a thread)
@@ -120,20 +149,8 @@ SPLIT_BELOW_ROWS_PER_SM = 2  # ... but only when the rows give fewer programs th
 def _softmax_seg_stats_kernel(X, SEG_MAX, SEG_SUM, stride_x, n_cols, seg_len, n_segs, C: tl.constexpr):
     """Program (row, segment): the segment's max and sum of exp(x - max) ([rows, segments] fp32 each)."""
     row, seg = tl.program_id(0), tl.program_id(1)
-    x_ptr = X + row.to(tl.int64) * stride_x
     lo = seg * seg_len
-    hi = tl.minimum(lo + seg_len, n_cols)
-    m = tl.full([C], -float("inf"), dtype=tl.float32)  # running max per lane
-    s = tl.zeros([C], dtype=tl.float32)  # running sum per lane, scaled to m
-    for start in range(lo, hi, C):
-        cols = start + tl.arange(0, C)
-        x = tl.load(x_ptr + cols, mask=cols < hi, other=-float("inf")).to(tl.float32)
-        m_new = tl.maximum(m, x)
-        scale = tl.where(m_new == -float("inf"), 0.0, tl.exp(m - m_new))  # lanes with only -inf: no inf - inf
-        s = s * scale + tl.where(m_new == -float("inf"), 0.0, tl.exp(x - m_new))
-        m = m_new
-    seg_max = tl.max(m, axis=0)
-    seg_sum = tl.sum(tl.where(m == -float("inf"), 0.0, s * tl.exp(m - seg_max)), axis=0)
+    seg_max, seg_sum = _span_max_sum(X + row.to(tl.int64) * stride_x, lo, tl.minimum(lo + seg_len, n_cols), C)
     tl.store(SEG_MAX + row * n_segs + seg, seg_max)
     tl.store(SEG_SUM + row * n_segs + seg, seg_sum)
 
@@ -148,35 +165,20 @@ def _softmax_seg_out_kernel(X, Y, SEG_MAX, SEG_SUM, stride_x, stride_y, n_cols, 
     k = tl.arange(0, SEGS)
     maxes = tl.load(SEG_MAX + row * n_segs + k, mask=k < n_segs, other=-float("inf"))
     sums = tl.load(SEG_SUM + row * n_segs + k, mask=k < n_segs, other=0.0)
-    row_max = tl.max(maxes, axis=0)
-    total = tl.sum(tl.where(maxes == -float("inf"), 0.0, sums * tl.exp(maxes - row_max)), axis=0)
-    x_ptr = X + row.to(tl.int64) * stride_x
-    y_ptr = Y + row.to(tl.int64) * stride_y
+    row_max, total = _merge_max_sum(maxes, sums)
     lo = seg * seg_len
-    hi = tl.minimum(lo + seg_len, n_cols)
-    for start in range(lo, hi, C):
-        cols = start + tl.arange(0, C)
-        mask = cols < hi
-        x = tl.load(x_ptr + cols, mask=mask, other=-float("inf")).to(tl.float32)
-        tl.store(y_ptr + cols, (tl.exp(x - row_max) / total).to(Y.dtype.element_ty), mask=mask)
+    _span_softmax(X + row.to(tl.int64) * stride_x, Y + row.to(tl.int64) * stride_y, lo,
+                  tl.minimum(lo + seg_len, n_cols), row_max, total, C)
 
 
 @triton.jit
 def _softmax_seg_dot_kernel(Y, DY, SEG_DOT, stride_y, stride_dy, n_cols, seg_len, n_segs, C: tl.constexpr):
     """Program (row, segment): the segment's sum of y * dy."""
     row, seg = tl.program_id(0), tl.program_id(1)
-    y_ptr = Y + row.to(tl.int64) * stride_y
-    dy_ptr = DY + row.to(tl.int64) * stride_dy
     lo = seg * seg_len
-    hi = tl.minimum(lo + seg_len, n_cols)
-    acc = tl.zeros([C], dtype=tl.float32)
-    for start in range(lo, hi, C):
-        cols = start + tl.arange(0, C)
-        mask = cols < hi
-        y = tl.load(y_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-        dy = tl.load(dy_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-        acc += y * dy
-    tl.store(SEG_DOT + row * n_segs + seg, tl.sum(acc, axis=0))
+    dot = _span_dot(Y + row.to(tl.int64) * stride_y, DY + row.to(tl.int64) * stride_dy, lo,
+                    tl.minimum(lo + seg_len, n_cols), C)
+    tl.store(SEG_DOT + row * n_segs + seg, dot)
 
 
 @triton.jit
@@ -187,17 +189,9 @@ def _softmax_seg_dx_kernel(Y, DY, DX, SEG_DOT, stride_y, stride_dy, stride_dx, n
     row, seg = tl.num_programs(0) - 1 - tl.program_id(0), tl.num_programs(1) - 1 - tl.program_id(1)
     k = tl.arange(0, SEGS)
     dot = tl.sum(tl.load(SEG_DOT + row * n_segs + k, mask=k < n_segs, other=0.0), axis=0)
-    y_ptr = Y + row.to(tl.int64) * stride_y
-    dy_ptr = DY + row.to(tl.int64) * stride_dy
-    dx_ptr = DX + row.to(tl.int64) * stride_dx
     lo = seg * seg_len
-    hi = tl.minimum(lo + seg_len, n_cols)
-    for start in range(lo, hi, C):
-        cols = start + tl.arange(0, C)
-        mask = cols < hi
-        y = tl.load(y_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-        dy = tl.load(dy_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-        tl.store(dx_ptr + cols, (y * (dy - dot)).to(DX.dtype.element_ty), mask=mask)
+    _span_dx(Y + row.to(tl.int64) * stride_y, DY + row.to(tl.int64) * stride_dy, DX + row.to(tl.int64) * stride_dx,
+             lo, tl.minimum(lo + seg_len, n_cols), dot, C)
 
 
 def row_segments(n_rows: int, n_cols: int, device: torch.device, chunk: int = SPLIT_CHUNK) -> tuple[int, int]:
