@@ -179,7 +179,8 @@ def run(suite_names, suite_opt, suites_file, device, impls, components, modes, w
     for c in components:
         if c not in comps:
             _fail(f"--component {c!r}: no such component; known: {', '.join(sorted(comps))}")
-    in_suites = {p.case.component for p in plan(chosen, None)}
+    every = plan(chosen, None)  # all cases of the suites, before the filters
+    in_suites = {p.case.component for p in every}
     for name in impls:
         owners = [comps[c] for c in sorted(in_suites) if c in comps and name in comps[c].impls]
         if not owners:
@@ -196,7 +197,7 @@ def run(suite_names, suite_opt, suites_file, device, impls, components, modes, w
         if not eq or not axis:
             _fail(f"--where {w!r}: expected AXIS=VALUE, e.g. --where seq=4096")
         where[axis.strip()] = value.strip()
-    planned = plan(chosen, list(impls) or None)
+    planned = [p for p in every if not impls or p.case.impl in impls]
     if components:
         planned = [p for p in planned if p.case.component in components]
     if modes:
