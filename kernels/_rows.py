@@ -6,8 +6,11 @@ ROWS and num_warps are autotuned per row length and dtype.
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
+import triton.language as tl
 
 from kernels._autotune import INTERPRETED, quick_bench
 
@@ -20,54 +23,45 @@ def row_block(n_cols: int) -> tuple[int, bool]:
     return block, n_cols <= block
 
 
-def _sensible(configs, named_args, **kwargs):
+def _sensible(configs, named_args, long_stages=False, **kwargs):
     """Autotune prune, from a sweep of every (ROWS, warps, STAGES) on an H200 (rmsnorm, bf16, 768..16384 wide):
     the best configs held 16 or 32 elements of the tile per thread, tiles of at most 4K elements (or one row),
     several rows per tile only when a row fits one block, and software pipelining (STAGES 3, a persistent
-    loop) only where a stage's tile is small enough to buffer (at 16K-wide rows it lost)."""
+    loop) only where a stage's tile is small enough to buffer (at 16K-wide rows it lost). Walking 16K-wide rows
+    in 2K or 4K chunks (two passes, the second from L2), one or two rows a step, lost to whole rows by 15-50%
+    forward and backward (session 15, rmsnorm and layernorm, 1024..65536 rows): rows that fit a block are held
+    whole. With `long_stages` (softmax), rows longer than a block may also pipeline their chunk loops."""
     block = kwargs.get("BLOCK", named_args.get("BLOCK"))
     single = kwargs.get("SINGLE", named_args.get("SINGLE"))
 
     def fits(c):
-        rows, warps, stages, chunk = c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"], c.kwargs.get("CHUNK", 0)
-        if chunk:  # 16K-wide rows, and longer ones, walked in chunks narrower than a block, 1 or 2 rows at a time
-            return block > 8192 and rows <= 2 and stages == 1 and rows * chunk // (32 * warps) in (16, 32)
+        rows, warps, stages = c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"]
         tile = rows * block
         return ((rows == 1 or single) and tile <= max(block, 4096) and tile // (32 * warps) in (16, 32)
-                and (stages == 1 or (single and tile <= 8192)))
+                and (stages == 1 or (single and tile <= 8192) or (long_stages and not single)))
 
     kept = [c for c in configs if fits(c)]
-    return kept or [min(configs, key=lambda c: (c.kwargs.get("CHUNK", 0), c.kwargs["ROWS"], c.num_warps,
-                                                c.kwargs["STAGES"]))]
+    return kept or [min(configs, key=lambda c: (c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"]))]
 
 
-def tuned_rows(key: tuple[str, ...] = ("n_cols", "n_rows"), chunks: bool = False):
-    """triton.autotune over (ROWS, num_warps, STAGES), keyed by the shape (and, implicitly, the dtypes). With
-    `chunks` (the norms), rows of 16K and more may also be walked in CHUNK-wide pieces (two passes, the second
-    from L2) instead of held whole or in 16K chunks. Backward, whole 16K rows spill (rmsnorm compiled for sm_90:
-    288 B of stack a thread at 16 warps, 120 at 32) and 4K chunks do not (110 registers at 8 warps); forward,
-    whole rows do not spill but take a whole SM each (101-110 registers at 16 warps), chunks 58-88 at 8. The CPU
+def tuned_rows(key: tuple[str, ...] = ("n_cols", "n_rows"), long_stages: bool = False):
+    """triton.autotune over (ROWS, num_warps, STAGES), keyed by the shape (and, implicitly, the dtypes); STAGES
+    pipelines the loop over rows that fit a block, and with `long_stages` the chunk loops of longer rows. The CPU
     interpreter gets one config, ROWS=2 and STAGES=3, so the tests exercise the row masks and the persistent
     loops (tests/test_row_kernels.py launches the other paths)."""
     if INTERPRETED:
-        configs = [triton.Config({"ROWS": 2, "STAGES": 3, **({"CHUNK": 0} if chunks else {})}, num_warps=4)]
+        configs = [triton.Config({"ROWS": 2, "STAGES": 3}, num_warps=4)]
     else:
-        configs = gpu_configs(chunks)
-    return triton.autotune(configs=configs, key=list(key), prune_configs_by={"early_config_prune": _sensible},
+        configs = gpu_configs()
+    prune = functools.partial(_sensible, long_stages=long_stages)
+    return triton.autotune(configs=configs, key=list(key), prune_configs_by={"early_config_prune": prune},
                            do_bench=quick_bench)
 
 
-def gpu_configs(chunks: bool) -> list:
-    """Every (ROWS, num_warps, STAGES) the autotuner may try on a GPU (before `_sensible` prunes them per shape);
-    with `chunks`, also (ROWS, CHUNK) pairs: two rows a step halve the dw/db partials' read-modify-write traffic
-    in L2, which at 16K-wide rows is larger than the rows' own."""
-    extra = {"CHUNK": 0} if chunks else {}
-    configs = [triton.Config({"ROWS": r, "STAGES": s, **extra}, num_warps=w)
-               for r in (1, 2, 4, 8, 16) for w in (1, 2, 4, 8, 16, 32) for s in (1, 3)]
-    if chunks:
-        configs += [triton.Config({"ROWS": r, "STAGES": 1, "CHUNK": c}, num_warps=w)
-                    for r, c in ((1, 4096), (2, 2048), (2, 4096)) for w in (4, 8, 16)]
-    return configs
+def gpu_configs() -> list:
+    """Every (ROWS, num_warps, STAGES) the autotuner may try on a GPU (before `_sensible` prunes them per shape)."""
+    return [triton.Config({"ROWS": r, "STAGES": s}, num_warps=w)
+            for r in (1, 2, 4, 8, 16) for w in (1, 2, 4, 8, 16, 32) for s in (1, 3)]
 
 
 PERSISTENT_PER_SM = 4  # programs per SM of the pipelined (STAGES > 1) row-parallel kernels
@@ -98,9 +92,35 @@ def as_rows(x: torch.Tensor) -> torch.Tensor:
 
 def reduction_programs(n_rows: int, device: torch.device, per_sm: int = 4) -> tuple[int, int]:
     """(programs, rows per program) for backward kernels that reduce dw/db through per-program partial rows.
-    Up to four programs per SM, but at least 16 rows each once every SM has one, so the [programs, dim] fp32
-    partials stay small next to the rows themselves (at 1024 x 16384 they were a third of the traffic)."""
+    Up to four programs per SM, but at least 32 rows each once every SM has one, so the [programs, dim] fp32
+    partials stay small next to the rows themselves (at 1024 x 16384 they were a third of the traffic; at 4096 x
+    16384, 256 programs of 16 rows wrote 17 MB of them, 132 of 32 write 9)."""
     sms = sm_count(device)
-    programs = max(1, min(n_rows, per_sm * sms, max(sms, n_rows // 16)))
+    programs = max(1, min(n_rows, per_sm * sms, max(sms, n_rows // 32)))
     rows_per_program = triton.cdiv(n_rows, programs) if n_rows else 1
     return (triton.cdiv(n_rows, rows_per_program) if n_rows else 1), rows_per_program
+
+
+@triton.jit
+def _sum_partials_kernel(PARTIALS, OUT, n_programs, n_cols, BN: tl.constexpr, BP: tl.constexpr):
+    """Program (column block, k): OUT[k, cols] = sum over programs of PARTIALS[k, programs, cols], in OUT's dtype."""
+    cols = tl.program_id(0) * BN + tl.arange(0, BN)
+    k = tl.program_id(1).to(tl.int64)
+    base = PARTIALS + k * n_programs * n_cols
+    acc = tl.zeros([BP, BN], dtype=tl.float32)
+    for p0 in range(0, n_programs, BP):
+        progs = p0 + tl.arange(0, BP)
+        mask = (progs < n_programs)[:, None] & (cols < n_cols)[None, :]
+        acc += tl.load(base + progs.to(tl.int64)[:, None] * n_cols + cols[None, :], mask=mask, other=0.0)
+    tl.store(OUT + k * n_cols + cols, tl.sum(acc, axis=0).to(OUT.dtype.element_ty), mask=cols < n_cols)
+
+
+def sum_partials(partials: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """[k, programs, dim] fp32 partial rows summed over programs into [k, dim] of `dtype`, one launch (the norm
+    backwards' dw, and db: torch's sum then a cast took two launches per partial)."""
+    k, n_programs, n_cols = partials.shape
+    out = torch.empty(k, n_cols, dtype=dtype, device=partials.device)
+    if n_cols:
+        _sum_partials_kernel[(triton.cdiv(n_cols, 256), k)](partials, out, n_programs, n_cols, BN=256, BP=8,
+                                                             num_warps=4)
+    return out

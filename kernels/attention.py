@@ -27,18 +27,14 @@ from kernels._autotune import INTERPRETED, quick_bench
 LOG2E = 1.4426950408889634
 
 
-def _configs(tiles, tma_tiles: int = 3, tma_capped=()):
+def _configs(tiles, tma_tiles: int = 3):
     """(BM, BN, num_warps, num_stages) tiles, each with pointer loads, the first `tma_tiles` again with TMA
-    descriptors (pruned where descriptors cannot be used), `tma_capped` (BM, BN, warps, stages, registers) TMA
-    tiles with a register cap, and the FP32_TILES; few, as each costs a compile per head_dim and dtype. The
-    interpreter gets one small pointer config (tests/ launch the TMA path directly)."""
+    descriptors (pruned where descriptors cannot be used), and the FP32_TILES; few, as each costs a compile per
+    head_dim and dtype. The interpreter gets one small pointer config (tests/ launch the TMA path directly)."""
     if INTERPRETED:
         return [triton.Config({"BM": 16, "BN": 16, "TMA": False}, num_warps=4, num_stages=1)]
     chosen = [(t, False) for t in tiles] + [(t, True) for t in tiles[:tma_tiles]] + [(t, False) for t in FP32_TILES]
-    configs = [triton.Config({"BM": m, "BN": n, "TMA": tma}, num_warps=w, num_stages=s)
-               for (m, n, w, s), tma in chosen]
-    return configs + [triton.Config({"BM": m, "BN": n, "TMA": True}, num_warps=w, num_stages=s, maxnreg=r)
-                      for m, n, w, s, r in tma_capped]
+    return [triton.Config({"BM": m, "BN": n, "TMA": tma}, num_warps=w, num_stages=s) for (m, n, w, s), tma in chosen]
 
 
 _TMA_OK: bool | None = None  # whether TMA descriptors work in this process (probed once on the first CUDA call)
@@ -101,10 +97,10 @@ def _dq_prune(configs, named_args, **kwargs):
 # (BM, BN, num_warps, num_stages): the best few of a sweep of 24 forward and 12 + 12 backward tiles on an H200
 # (bf16, causal; [4, 32, 4096, 128] and [1, 16, 16384, 64]).
 FWD_TILES = [(128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 4, 4), (64, 64, 4, 3), (128, 32, 4, 3)]
-# Two forward CTAs an SM, so one's softmax can run under the other's matrix products (what FlashAttention-3 does
-# with two warpgroups in one CTA): 128 registers a thread (138 uncapped) and 98 KB of shared memory each, no
-# spills (sm_90, head_dim 128, compiled offline). TMA only: with pointer loads the tile needs 255 registers.
-FWD_TMA_CAPPED = [(128, 64, 8, 2, 128)]
+# Tried on an H200 and left out (session 15, [4, 32, 4096, 128] bf16 causal): a TMA 128 x 64 tile capped at 128
+# registers so two CTAs share an SM (1.198 ms against 1.193 for TMA 128 x 128); issuing the next key block's
+# Q K^T before this block's softmax (Triton waits for every outstanding wgmma before the softmax: no overlap);
+# tl.range(warp_specialize=True) does not specialize on sm_90.
 DKDV_TILES = [(64, 128, 8, 3), (32, 128, 4, 3), (64, 64, 4, 3), (32, 64, 4, 3)]
 DQ_TILES = [(128, 64, 8, 3), (128, 32, 8, 3), (64, 64, 4, 2), (64, 32, 4, 3)]
 # fp32 (IEEE products on CUDA cores, operands in registers): the bf16 tiles spill kilobytes a thread; compiled
@@ -189,7 +185,7 @@ def _block_index(n_blocks, CAUSAL: tl.constexpr):
     return blk, tl.program_id(1)
 
 
-@triton.autotune(configs=_configs(FWD_TILES, tma_capped=FWD_TMA_CAPPED), key=["S", "HEAD_DIM", "CAUSAL"],
+@triton.autotune(configs=_configs(FWD_TILES), key=["S", "HEAD_DIM", "CAUSAL"],
                  prune_configs_by={"early_config_prune": _fwd_prune}, do_bench=quick_bench)
 @triton.jit
 def _fwd_kernel(Q, K, V, O, LSE, stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,

@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import as_rows, reduction_programs, row_block, row_grid, tuned_rows
+from kernels._rows import as_rows, reduction_programs, row_block, row_grid, sum_partials, tuned_rows
 
 
 @triton.jit
@@ -41,7 +41,7 @@ def _layernorm_fwd_chunked(X, W, B, Y, MEAN, RSTD, tile, stride_x, stride_y, n_r
                            ROWS: tl.constexpr):
     """Rows [tile * ROWS, tile * ROWS + ROWS) in C-wide chunks: each chunk's mean and squared deviations, merged
     into the row's as they come (Chan et al.: no cancellation, unlike a sum of squares), then the output (the
-    second pass hits L2). Small chunks keep registers few, so several rows are in flight on each SM."""
+    second pass hits L2): rows longer than a block."""
     rows = tile * ROWS + tl.arange(0, ROWS)
     row_ok = rows < n_rows
     rows64 = rows.to(tl.int64)[:, None]
@@ -72,20 +72,20 @@ def _layernorm_fwd_chunked(X, W, B, Y, MEAN, RSTD, tile, stride_x, stride_y, n_r
     tl.store(RSTD + rows, rstd, mask=row_ok)
 
 
-@tuned_rows(chunks=True)
+@tuned_rows()
 @triton.jit
 def _layernorm_fwd_kernel(X, W, B, Y, MEAN, RSTD, stride_x, stride_y, n_rows, n_cols, eps, BLOCK: tl.constexpr,
-                          SINGLE: tl.constexpr, ROWS: tl.constexpr, STAGES: tl.constexpr, CHUNK: tl.constexpr):
-    if SINGLE and CHUNK == 0 and STAGES == 1:  # one tile a program (straight-line code, as rmsnorm's)
+                          SINGLE: tl.constexpr, ROWS: tl.constexpr, STAGES: tl.constexpr):
+    if SINGLE and STAGES == 1:  # one tile a program (straight-line code, as rmsnorm's)
         _layernorm_fwd_tile(X, W, B, Y, MEAN, RSTD, tl.program_id(0), stride_x, stride_y, n_rows, n_cols, eps, BLOCK,
                             ROWS)
-    elif SINGLE and CHUNK == 0:  # tiles program, program + programs, ... pipelined (see row_grid)
+    elif SINGLE:  # tiles program, program + programs, ... pipelined (see row_grid)
         for tile in tl.range(tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0), num_stages=STAGES):
             _layernorm_fwd_tile(X, W, B, Y, MEAN, RSTD, tile, stride_x, stride_y, n_rows, n_cols, eps, BLOCK, ROWS)
-    else:  # rows longer than a block, or 16K-wide rows chunked by the autotuner
+    else:  # rows longer than a block, a block-wide chunk at a time
         for tile in range(tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0)):
             _layernorm_fwd_chunked(X, W, B, Y, MEAN, RSTD, tile, stride_x, stride_y, n_rows, n_cols, eps,
-                                   CHUNK if CHUNK > 0 else BLOCK, ROWS)
+                                   BLOCK, ROWS)
 
 
 @triton.jit
@@ -132,20 +132,19 @@ def _layernorm_bwd_chunked(X, W, DY, MEAN, RSTD, DX, dw_ptr, db_ptr, stride_x, s
             tl.store(db_ptr + cols, db + tl.sum(dy, axis=0), mask=col_ok)
 
 
-@tuned_rows(chunks=True)
+@tuned_rows()
 @triton.jit
 def _layernorm_bwd_kernel(X, W, DY, MEAN, RSTD, DX, DW_PARTIAL, DB_PARTIAL, stride_x, stride_dy, stride_dx,
                           n_rows, n_cols, rows_per_program, BLOCK: tl.constexpr, SINGLE: tl.constexpr,
-                          ROWS: tl.constexpr, STAGES: tl.constexpr, CHUNK: tl.constexpr):
+                          ROWS: tl.constexpr, STAGES: tl.constexpr):
     pid = tl.program_id(0)
     first = pid * rows_per_program
     last = tl.minimum(first + rows_per_program, n_rows)
     dw_ptr = DW_PARTIAL + pid.to(tl.int64) * n_cols
     db_ptr = DB_PARTIAL + pid.to(tl.int64) * n_cols
-    if SINGLE and CHUNK == 0:  # walk this program's rows ROWS at a time, the dw/db partials in registers
+    if SINGLE:  # walk this program's rows ROWS at a time, the dw/db partials in registers
         cols = tl.arange(0, BLOCK)
         col_ok = cols < n_cols
-        w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)
         dw = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
         db = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
         for start in tl.range(first, last, ROWS, num_stages=STAGES):  # pipelined: next rows load meanwhile
@@ -153,23 +152,23 @@ def _layernorm_bwd_kernel(X, W, DY, MEAN, RSTD, DX, DW_PARTIAL, DB_PARTIAL, stri
             row_ok = rows < last
             mask = row_ok[:, None] & col_ok[None, :]
             rows64 = rows.to(tl.int64)[:, None]
-            x = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-            dy = tl.load(DY + rows64 * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
             mean = tl.load(MEAN + rows, mask=row_ok, other=0.0)  # [ROWS]
             rstd = tl.load(RSTD + rows, mask=row_ok, other=0.0)
+            x = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
             xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
-            g = dy * w[None, :]
+            dy = tl.load(DY + rows64 * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            dw += dy * xhat  # the partials first, so dy dies into g (registers are the limit at 16K-wide rows)
+            db += dy
+            g = dy * tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]  # w from L1 each step
             c1 = tl.sum(g, axis=1) / n_cols
             c2 = tl.sum(g * xhat, axis=1) / n_cols
             dx = rstd[:, None] * (g - c1[:, None] - xhat * c2[:, None])
             tl.store(DX + rows64 * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask)
-            dw += dy * xhat
-            db += dy
         tl.store(dw_ptr + cols, tl.sum(dw, axis=0), mask=col_ok)
         tl.store(db_ptr + cols, tl.sum(db, axis=0), mask=col_ok)
-    else:  # rows longer than a block (or 16K-wide rows chunked by the autotuner: see rmsnorm)
+    else:  # rows longer than a block, a block-wide chunk at a time
         _layernorm_bwd_chunked(X, W, DY, MEAN, RSTD, DX, dw_ptr, db_ptr, stride_x, stride_dy, stride_dx, first, last,
-                               n_cols, CHUNK if CHUNK > 0 else BLOCK, ROWS)
+                               n_cols, BLOCK, ROWS)
 
 
 def layernorm_fwd(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float = 1e-5,
@@ -200,13 +199,15 @@ def layernorm_bwd(dy, x, w, mean, rstd) -> tuple[torch.Tensor, torch.Tensor, tor
     dx = torch.empty_like(x2)
     block, single = row_block(n_cols)
     programs, rows_per_program = reduction_programs(n_rows, x.device)
-    dw_partial = torch.empty(programs, n_cols, dtype=torch.float32, device=x.device)  # [programs, dim]
-    db_partial = torch.empty(programs, n_cols, dtype=torch.float32, device=x.device)  # [programs, dim]
+    partials = torch.empty(2, programs, n_cols, dtype=torch.float32, device=x.device)  # [dw | db, programs, dim]
     if n_rows:
-        _layernorm_bwd_kernel[(programs,)](x2, w, dy2, mean, rstd, dx, dw_partial, db_partial, x2.stride(0),
+        _layernorm_bwd_kernel[(programs,)](x2, w, dy2, mean, rstd, dx, partials[0], partials[1], x2.stride(0),
                                            dy2.stride(0), dx.stride(0), n_rows, n_cols, rows_per_program,
                                            BLOCK=block, SINGLE=single)
-    return dx.view_as(x), dw_partial.sum(0).to(w.dtype), db_partial.sum(0).to(w.dtype)
+    else:
+        partials.zero_()
+    dw, db = sum_partials(partials, w.dtype)
+    return dx.view_as(x), dw, db
 
 
 class LayerNormFunction(torch.autograd.Function):

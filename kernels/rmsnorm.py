@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import as_rows, reduction_programs, row_block, row_grid, tuned_rows
+from kernels._rows import as_rows, reduction_programs, row_block, row_grid, sum_partials, tuned_rows
 
 
 @triton.jit
@@ -35,7 +35,7 @@ def _rmsnorm_fwd_tile(X, W, Y, RSTD, tile, stride_x, stride_y, n_rows, n_cols, e
 def _rmsnorm_fwd_chunked(X, W, Y, RSTD, tile, stride_x, stride_y, n_rows, n_cols, eps, C: tl.constexpr,
                          ROWS: tl.constexpr):
     """Rows [tile * ROWS, tile * ROWS + ROWS) in C-wide chunks: the sum of squares, then the output (the second
-    pass hits L2). Small chunks keep registers few, so several rows are in flight on each SM."""
+    pass hits L2): rows longer than a block."""
     rows = tile * ROWS + tl.arange(0, ROWS)
     row_ok = rows < n_rows
     rows64 = rows.to(tl.int64)[:, None]
@@ -57,19 +57,18 @@ def _rmsnorm_fwd_chunked(X, W, Y, RSTD, tile, stride_x, stride_y, n_rows, n_cols
     tl.store(RSTD + rows, rstd, mask=row_ok)
 
 
-@tuned_rows(chunks=True)
+@tuned_rows()
 @triton.jit
 def _rmsnorm_fwd_kernel(X, W, Y, RSTD, stride_x, stride_y, n_rows, n_cols, eps, BLOCK: tl.constexpr,
-                        SINGLE: tl.constexpr, ROWS: tl.constexpr, STAGES: tl.constexpr, CHUNK: tl.constexpr):
-    if SINGLE and CHUNK == 0 and STAGES == 1:  # one tile a program (straight-line code: a loop of one cost 30%)
+                        SINGLE: tl.constexpr, ROWS: tl.constexpr, STAGES: tl.constexpr):
+    if SINGLE and STAGES == 1:  # one tile a program (straight-line code: a loop of one cost 30%)
         _rmsnorm_fwd_tile(X, W, Y, RSTD, tl.program_id(0), stride_x, stride_y, n_rows, n_cols, eps, BLOCK, ROWS)
-    elif SINGLE and CHUNK == 0:  # tiles program, program + programs, ... pipelined (see row_grid)
+    elif SINGLE:  # tiles program, program + programs, ... pipelined (see row_grid)
         for tile in tl.range(tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0), num_stages=STAGES):
             _rmsnorm_fwd_tile(X, W, Y, RSTD, tile, stride_x, stride_y, n_rows, n_cols, eps, BLOCK, ROWS)
-    else:  # rows longer than a block, or 16K-wide rows chunked by the autotuner
+    else:  # rows longer than a block, a block-wide chunk at a time
         for tile in range(tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0)):
-            _rmsnorm_fwd_chunked(X, W, Y, RSTD, tile, stride_x, stride_y, n_rows, n_cols, eps,
-                                 CHUNK if CHUNK > 0 else BLOCK, ROWS)
+            _rmsnorm_fwd_chunked(X, W, Y, RSTD, tile, stride_x, stride_y, n_rows, n_cols, eps, BLOCK, ROWS)
 
 
 @triton.jit
@@ -107,37 +106,36 @@ def _rmsnorm_bwd_chunked(X, W, DY, RSTD, DX, dw_ptr, stride_x, stride_dy, stride
             tl.store(dw_ptr + cols, dw + tl.sum(dy * x * rstd[:, None], axis=0), mask=col_ok)
 
 
-@tuned_rows(chunks=True)
+@tuned_rows()
 @triton.jit
 def _rmsnorm_bwd_kernel(X, W, DY, RSTD, DX, DW_PARTIAL, stride_x, stride_dy, stride_dx, n_rows, n_cols,
                         rows_per_program, BLOCK: tl.constexpr, SINGLE: tl.constexpr, ROWS: tl.constexpr,
-                        STAGES: tl.constexpr, CHUNK: tl.constexpr):
+                        STAGES: tl.constexpr):
     pid = tl.program_id(0)
     first = pid * rows_per_program
     last = tl.minimum(first + rows_per_program, n_rows)
     dw_ptr = DW_PARTIAL + pid.to(tl.int64) * n_cols
-    if SINGLE and CHUNK == 0:  # walk this program's rows ROWS at a time, the dw partial in registers
+    if SINGLE:  # walk this program's rows ROWS at a time, the dw partial in registers
         cols = tl.arange(0, BLOCK)
         col_ok = cols < n_cols
-        w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)
         dw = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
         for start in tl.range(first, last, ROWS, num_stages=STAGES):
             rows = start + tl.arange(0, ROWS)
             row_ok = rows < last
             mask = row_ok[:, None] & col_ok[None, :]
             rows64 = rows.to(tl.int64)[:, None]
-            x = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-            dy = tl.load(DY + rows64 * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
             rstd = tl.load(RSTD + rows, mask=row_ok, other=0.0)  # [ROWS]
-            g = dy * w[None, :]
-            c = tl.sum(g * x, axis=1) / n_cols
-            dx = rstd[:, None] * (g - x * (rstd * rstd * c)[:, None])
+            xhat = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32) * rstd[:, None]
+            dy = tl.load(DY + rows64 * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            dw += dy * xhat  # the partial first, so dy dies into g (registers are the limit at 16K-wide rows)
+            g = dy * tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]  # w from L1 each step
+            c = tl.sum(g * xhat, axis=1) / n_cols
+            dx = rstd[:, None] * (g - xhat * c[:, None])
             tl.store(DX + rows64 * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask)
-            dw += dy * x * rstd[:, None]
         tl.store(dw_ptr + cols, tl.sum(dw, axis=0), mask=col_ok)
-    else:  # rows longer than a block (or 16K-wide rows chunked by the autotuner)
+    else:  # rows longer than a block, a block-wide chunk at a time
         _rmsnorm_bwd_chunked(X, W, DY, RSTD, DX, dw_ptr, stride_x, stride_dy, stride_dx, first, last, n_cols,
-                             CHUNK if CHUNK > 0 else BLOCK, ROWS)
+                             BLOCK, ROWS)
 
 
 def rmsnorm_fwd(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6,
@@ -167,14 +165,14 @@ def rmsnorm_bwd(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, rstd: torch.
     dx = torch.empty_like(x2)
     block, single = row_block(n_cols)
     programs, rows_per_program = reduction_programs(n_rows, x.device)
-    dw_partial = torch.empty(programs, n_cols, dtype=torch.float32, device=x.device)  # [programs, dim]
+    dw_partial = torch.empty(1, programs, n_cols, dtype=torch.float32, device=x.device)  # [1, programs, dim]
     if n_rows:
         _rmsnorm_bwd_kernel[(programs,)](x2, w, dy2, rstd, dx, dw_partial, x2.stride(0), dy2.stride(0),
                                          dx.stride(0), n_rows, n_cols, rows_per_program,
                                          BLOCK=block, SINGLE=single)
     else:
         dw_partial.zero_()
-    return dx.view_as(x), dw_partial.sum(0).to(w.dtype)
+    return dx.view_as(x), sum_partials(dw_partial, w.dtype)[0]
 
 
 class RMSNormFunction(torch.autograd.Function):

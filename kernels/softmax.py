@@ -50,12 +50,12 @@ def _merge_max_sum(m, s):
 
 
 @triton.jit
-def _span_max_sum(x_ptr, lo, hi, C: tl.constexpr):
+def _span_max_sum(x_ptr, lo, hi, C: tl.constexpr, STAGES: tl.constexpr):
     """(max, sum of exp(x - max)) over columns [lo, hi) of one row, C at a time: a running max and rescaled sum
     per lane, merged at the end."""
     m = tl.full([C], -float("inf"), dtype=tl.float32)  # running max per lane
     s = tl.zeros([C], dtype=tl.float32)  # running sum per lane, scaled to m
-    for start in range(lo, hi, C):
+    for start in tl.range(lo, hi, C, num_stages=STAGES):  # STAGES > 1: the next chunks load meanwhile
         cols = start + tl.arange(0, C)
         x = tl.load(x_ptr + cols, mask=cols < hi, other=-float("inf")).to(tl.float32)
         m_new = tl.maximum(m, x)
@@ -66,9 +66,9 @@ def _span_max_sum(x_ptr, lo, hi, C: tl.constexpr):
 
 
 @triton.jit
-def _span_softmax(x_ptr, y_ptr, lo, hi, row_max, total, C: tl.constexpr):
+def _span_softmax(x_ptr, y_ptr, lo, hi, row_max, total, C: tl.constexpr, STAGES: tl.constexpr):
     """y = exp(x - row_max) / total over columns [lo, hi) of one row."""
-    for start in range(lo, hi, C):
+    for start in tl.range(lo, hi, C, num_stages=STAGES):  # STAGES > 1: the next chunks load meanwhile
         cols = start + tl.arange(0, C)
         mask = cols < hi
         x = tl.load(x_ptr + cols, mask=mask, other=-float("inf")).to(tl.float32)
@@ -76,10 +76,10 @@ def _span_softmax(x_ptr, y_ptr, lo, hi, row_max, total, C: tl.constexpr):
 
 
 @triton.jit
-def _span_dot(y_ptr, dy_ptr, lo, hi, C: tl.constexpr):
+def _span_dot(y_ptr, dy_ptr, lo, hi, C: tl.constexpr, STAGES: tl.constexpr):
     """sum(y * dy) over columns [lo, hi) of one row."""
     acc = tl.zeros([C], dtype=tl.float32)
-    for start in range(lo, hi, C):
+    for start in tl.range(lo, hi, C, num_stages=STAGES):  # STAGES > 1: the next chunks load meanwhile
         cols = start + tl.arange(0, C)
         mask = cols < hi
         y = tl.load(y_ptr + cols, mask=mask, other=0.0).to(tl.float32)
@@ -89,9 +89,9 @@ def _span_dot(y_ptr, dy_ptr, lo, hi, C: tl.constexpr):
 
 
 @triton.jit
-def _span_dx(y_ptr, dy_ptr, dx_ptr, lo, hi, dot, C: tl.constexpr):
+def _span_dx(y_ptr, dy_ptr, dx_ptr, lo, hi, dot, C: tl.constexpr, STAGES: tl.constexpr):
     """dx = y * (dy - dot) over columns [lo, hi) of one row."""
-    for start in range(lo, hi, C):
+    for start in tl.range(lo, hi, C, num_stages=STAGES):  # STAGES > 1: the next chunks load meanwhile
         cols = start + tl.arange(0, C)
         mask = cols < hi
         y = tl.load(y_ptr + cols, mask=mask, other=0.0).to(tl.float32)
@@ -99,7 +99,7 @@ def _span_dx(y_ptr, dy_ptr, dx_ptr, lo, hi, dot, C: tl.constexpr):
         tl.store(dx_ptr + cols, (y * (dy - dot)).to(dx_ptr.dtype.element_ty), mask=mask)
 
 
-@tuned_rows()
+@tuned_rows(long_stages=True)
 @triton.jit
 def _softmax_fwd_kernel(X, Y, stride_x, stride_y, n_rows, n_cols, BLOCK: tl.constexpr, SINGLE: tl.constexpr,
                         ROWS: tl.constexpr, STAGES: tl.constexpr):
@@ -114,11 +114,11 @@ def _softmax_fwd_kernel(X, Y, stride_x, stride_y, n_rows, n_cols, BLOCK: tl.cons
                 row = tile * ROWS + i
                 if row < n_rows:
                     x_ptr = X + row.to(tl.int64) * stride_x
-                    row_max, total = _span_max_sum(x_ptr, 0, n_cols, BLOCK)
-                    _span_softmax(x_ptr, Y + row.to(tl.int64) * stride_y, 0, n_cols, row_max, total, BLOCK)
+                    row_max, total = _span_max_sum(x_ptr, 0, n_cols, BLOCK, STAGES)
+                    _span_softmax(x_ptr, Y + row.to(tl.int64) * stride_y, 0, n_cols, row_max, total, BLOCK, STAGES)
 
 
-@tuned_rows()
+@tuned_rows(long_stages=True)
 @triton.jit
 def _softmax_bwd_kernel(Y, DY, DX, stride_y, stride_dy, stride_dx, n_rows, n_cols, BLOCK: tl.constexpr,
                         SINGLE: tl.constexpr, ROWS: tl.constexpr, STAGES: tl.constexpr):
@@ -134,15 +134,16 @@ def _softmax_bwd_kernel(Y, DY, DX, stride_y, stride_dy, stride_dx, n_rows, n_col
                 if row < n_rows:
                     y_ptr = Y + row.to(tl.int64) * stride_y
                     dy_ptr = DY + row.to(tl.int64) * stride_dy
-                    dot = _span_dot(y_ptr, dy_ptr, 0, n_cols, BLOCK)
-                    _span_dx(y_ptr, dy_ptr, DX + row.to(tl.int64) * stride_dx, 0, n_cols, dot, BLOCK)
+                    dot = _span_dot(y_ptr, dy_ptr, 0, n_cols, BLOCK, STAGES)
+                    _span_dx(y_ptr, dy_ptr, DX + row.to(tl.int64) * stride_dx, 0, n_cols, dot, BLOCK, STAGES)
 
 
 SPLIT_CHUNK = 4096  # columns a split program loads at once (8 warps: 16 a thread)
 SPLIT_PROGRAMS_PER_SM = 8  # split long rows until rows x segments fills this many programs an SM
-SPLIT_BELOW_ROWS_PER_SM = 2  # ... but only when the rows give fewer programs than this an SM: the split reads
+SPLIT_BELOW_ROWS_PER_SM = 1  # ... but only when the rows give fewer programs than this an SM: the split reads
 # x (or y, dy) a second time in another kernel, from L2 only while it fits there; one program a row re-reads
-# each row while it is still in L2
+# each row while it is still in L2. On an H200 (session 15) 256 x 65536 ran fastest unsplit (33.5 us forward
+# against 39-47 split in 2..16) and 64 x 262144 split in 8 or 16 (39 us against 54 unsplit)
 
 
 @triton.jit
@@ -150,7 +151,7 @@ def _softmax_seg_stats_kernel(X, SEG_MAX, SEG_SUM, stride_x, n_cols, seg_len, n_
     """Program (row, segment): the segment's max and sum of exp(x - max) ([rows, segments] fp32 each)."""
     row, seg = tl.program_id(0), tl.program_id(1)
     lo = seg * seg_len
-    seg_max, seg_sum = _span_max_sum(X + row.to(tl.int64) * stride_x, lo, tl.minimum(lo + seg_len, n_cols), C)
+    seg_max, seg_sum = _span_max_sum(X + row.to(tl.int64) * stride_x, lo, tl.minimum(lo + seg_len, n_cols), C, 1)
     tl.store(SEG_MAX + row * n_segs + seg, seg_max)
     tl.store(SEG_SUM + row * n_segs + seg, seg_sum)
 
@@ -168,7 +169,7 @@ def _softmax_seg_out_kernel(X, Y, SEG_MAX, SEG_SUM, stride_x, stride_y, n_cols, 
     row_max, total = _merge_max_sum(maxes, sums)
     lo = seg * seg_len
     _span_softmax(X + row.to(tl.int64) * stride_x, Y + row.to(tl.int64) * stride_y, lo,
-                  tl.minimum(lo + seg_len, n_cols), row_max, total, C)
+                  tl.minimum(lo + seg_len, n_cols), row_max, total, C, 1)
 
 
 @triton.jit
@@ -177,7 +178,7 @@ def _softmax_seg_dot_kernel(Y, DY, SEG_DOT, stride_y, stride_dy, n_cols, seg_len
     row, seg = tl.program_id(0), tl.program_id(1)
     lo = seg * seg_len
     dot = _span_dot(Y + row.to(tl.int64) * stride_y, DY + row.to(tl.int64) * stride_dy, lo,
-                    tl.minimum(lo + seg_len, n_cols), C)
+                    tl.minimum(lo + seg_len, n_cols), C, 1)
     tl.store(SEG_DOT + row * n_segs + seg, dot)
 
 
@@ -191,7 +192,7 @@ def _softmax_seg_dx_kernel(Y, DY, DX, SEG_DOT, stride_y, stride_dy, stride_dx, n
     dot = tl.sum(tl.load(SEG_DOT + row * n_segs + k, mask=k < n_segs, other=0.0), axis=0)
     lo = seg * seg_len
     _span_dx(Y + row.to(tl.int64) * stride_y, DY + row.to(tl.int64) * stride_dy, DX + row.to(tl.int64) * stride_dx,
-             lo, tl.minimum(lo + seg_len, n_cols), dot, C)
+             lo, tl.minimum(lo + seg_len, n_cols), dot, C, 1)
 
 
 def row_segments(n_rows: int, n_cols: int, device: torch.device, chunk: int = SPLIT_CHUNK) -> tuple[int, int]:

@@ -11,10 +11,11 @@ from kernels._rows import row_block, row_grid
 N_ROWS, N_COLS = 7, 45
 
 
-def launch(kernel, *args, n_rows=N_ROWS, n_cols=N_COLS, rows=2, **chunk):
-    block, single = row_block(n_cols)
+def launch(kernel, *args, n_rows=N_ROWS, n_cols=N_COLS, rows=2, chunk=0):
+    """One tile a program; with `chunk`, rows walked chunk-wide as rows longer than a block are."""
+    block, single = (chunk, False) if chunk else row_block(n_cols)
     kernel.fn[row_grid(n_rows, torch.device("cpu"))](*args, BLOCK=block, SINGLE=single, ROWS=rows, STAGES=1,
-                                                     num_warps=4, **chunk)
+                                                     num_warps=4)
 
 
 @pytest.fixture
@@ -22,7 +23,7 @@ def x():
     return torch.randn(N_ROWS, N_COLS, generator=torch.Generator().manual_seed(0))
 
 
-FORWARD_PATHS = [dict(CHUNK=0), dict(CHUNK=16, rows=1), dict(CHUNK=16, rows=2)]  # whole rows; 16-wide chunks
+FORWARD_PATHS = [dict(), dict(chunk=16, rows=1), dict(chunk=16, rows=2)]  # whole rows; 16-wide chunks
 
 
 @pytest.mark.parametrize("path", FORWARD_PATHS)
@@ -62,27 +63,27 @@ def test_softmax_forward_and_backward_one_tile_a_program(x):
                                rtol=1e-4, atol=1e-6)
 
 
-def _backward(kernel, x, w, dy, stats, stages, n_partials=1, rows_per_program=3, rows=2, **chunk):
+def _backward(kernel, x, w, dy, stats, stages, n_partials=1, rows_per_program=3, rows=2, chunk=0):
     """Launch a norm backward with `stages` over programs of rows_per_program rows (several programs, a partial
-    last one); returns dx and the partial rows summed."""
+    last one), rows walked chunk-wide with `chunk`; returns dx and the partial rows summed."""
     n_rows, n_cols = x.shape
-    block, single = row_block(n_cols)
+    block, single = (chunk, False) if chunk else row_block(n_cols)
     programs = -(-n_rows // rows_per_program)
     dx = torch.empty_like(x)
     partials = [torch.full((programs, n_cols), float("nan")) for _ in range(n_partials)]  # every row written
     kernel.fn[(programs,)](x, w, dy, *stats, dx, *partials, x.stride(0), dy.stride(0), dx.stride(0), n_rows, n_cols,
-                           rows_per_program, BLOCK=block, SINGLE=single, ROWS=rows, STAGES=stages, num_warps=4, **chunk)
+                           rows_per_program, BLOCK=block, SINGLE=single, ROWS=rows, STAGES=stages, num_warps=4)
     return dx, [p.sum(0) for p in partials]
 
 
 @pytest.mark.parametrize("stages,chunk,rows", [(1, 0, 2), (3, 0, 2), (1, 16, 1), (1, 16, 2)])
 def test_rmsnorm_backward_every_stages_path(x, stages, chunk, rows):
-    """STAGES 1 plain, 3 tl.range pipelining, and a row that fits one block walked in 16-wide chunks instead (45
-    columns: two full chunks and a partial one), one or two rows a step (3 rows a program: a partial pair):
+    """STAGES 1 plain, 3 tl.range pipelining, and rows walked in 16-wide chunks as rows longer than a block are
+    (45 columns: two full chunks and a partial one), one or two rows a step (3 rows a program: a partial pair):
     same dx and dw."""
     w, dy = torch.rand(N_COLS) + 0.5, torch.randn_like(x)
     rstd = torch.rsqrt(x.pow(2).mean(-1) + 1e-6)
-    dx, (dw,) = _backward(RN._rmsnorm_bwd_kernel, x, w, dy, (rstd,), stages, rows=rows, CHUNK=chunk)
+    dx, (dw,) = _backward(RN._rmsnorm_bwd_kernel, x, w, dy, (rstd,), stages, rows=rows, chunk=chunk)
     xr = x.double().requires_grad_()
     wr = w.double().requires_grad_()
     (xr * torch.rsqrt(xr.pow(2).mean(-1, keepdim=True) + 1e-6) * wr).backward(dy.double())
@@ -95,7 +96,7 @@ def test_layernorm_backward_every_stages_path(x, stages, chunk, rows):
     w, dy = torch.rand(N_COLS) + 0.5, torch.randn_like(x)
     mean, rstd = x.mean(-1), torch.rsqrt(x.var(-1, unbiased=False) + 1e-5)
     dx, (dw, db) = _backward(LN._layernorm_bwd_kernel, x, w, dy, (mean, rstd), stages, n_partials=2, rows=rows,
-                               CHUNK=chunk)
+                               chunk=chunk)
     xr, wr, br = (t.double().requires_grad_() for t in (x, w, torch.zeros(N_COLS)))
     torch.nn.functional.layer_norm(xr, (N_COLS,), wr, br, 1e-5).backward(dy.double())
     torch.testing.assert_close(dx.double(), xr.grad, rtol=1e-4, atol=1e-5)
@@ -103,20 +104,33 @@ def test_layernorm_backward_every_stages_path(x, stages, chunk, rows):
     torch.testing.assert_close(db.double(), br.grad, rtol=1e-4, atol=1e-5)
 
 
-def test_autotune_prune_keeps_chunked_configs_only_for_wide_rows():
-    """On a GPU the norm backwards may walk 16K-wide rows (and longer ones) in chunks, one or two rows a step, at
-    16 or 32 elements a thread; narrower rows never get a chunked config."""
+def test_autotune_prune_holds_rows_that_fit_a_block_whole():
+    """On a GPU every config the prune keeps holds 16 or 32 elements of its tile a thread; several rows a tile and
+    pipelining only for rows that fit a block (16K-wide rows: one row, 16 or 32 warps)."""
     from kernels._rows import _sensible, gpu_configs
 
-    def chunked(block, single):
-        kept = _sensible(gpu_configs(chunks=True), {}, BLOCK=block, SINGLE=single)
-        return sorted((c.kwargs["ROWS"], c.kwargs["CHUNK"], c.num_warps) for c in kept if c.kwargs["CHUNK"])
+    def kept(block, single):
+        return sorted((c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"])
+                      for c in _sensible(gpu_configs(), {}, BLOCK=block, SINGLE=single))
 
-    expected = [(1, 4096, 4), (1, 4096, 8), (2, 2048, 4), (2, 2048, 8), (2, 4096, 8), (2, 4096, 16)]
-    assert chunked(16384, True) == expected and chunked(16384, False) == expected
-    assert chunked(4096, True) == [] and chunked(8192, True) == []
-    whole = _sensible(gpu_configs(chunks=True), {}, BLOCK=4096, SINGLE=True)
-    assert whole and all(c.kwargs["ROWS"] * 4096 // (32 * c.num_warps) in (16, 32) for c in whole)
+    assert kept(16384, True) == [(1, 16, 1), (1, 32, 1)] == kept(16384, False)
+    for block in (1024, 4096):
+        configs = kept(block, True)
+        assert configs and all(r * max(block, 1) // (32 * w) in (16, 32) for r, w, _ in configs)
+        assert any(s == 3 for _, _, s in configs)
+
+
+def test_partials_sum_into_the_weights_dtype():
+    """The norm backwards' [k, programs, dim] fp32 partials: summed over programs (more than one BP step and a
+    partial one; dim past one column block) into [k, dim] of the weights' dtype, in one launch."""
+    from kernels._rows import sum_partials
+
+    partials = torch.randn(2, 19, 300, generator=torch.Generator().manual_seed(3))
+    for dtype in (torch.float32, torch.bfloat16):
+        got = sum_partials(partials, dtype)
+        assert got.shape == (2, 300) and got.dtype == dtype
+        torch.testing.assert_close(got.double(), partials.double().sum(1).to(dtype).double(),
+                                   rtol=1e-5 if dtype == torch.float32 else 1e-2, atol=1e-5)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -125,7 +139,7 @@ def test_softmax_splits_few_long_rows_into_segments(dtype):
     forward and two backward. Row 1's first two segments are all -inf (their statistics must not give NaN)."""
     assert SM.row_segments(3, 20000, torch.device("cpu")) == (5, 4096)
     assert SM.row_segments(3, 16384, torch.device("cpu")) == (1, 16384)  # fits one block: never split
-    assert SM.row_segments(8, 20000, torch.device("cpu")) == (1, 20000)  # 2 rows an SM (CPU: 4 "SMs"): not split
+    assert SM.row_segments(4, 20000, torch.device("cpu")) == (1, 20000)  # a row an SM (CPU: 4 "SMs"): not split
     g = torch.Generator().manual_seed(1)
     x = (torch.randn(3, 20000, generator=g) * 4).to(dtype)
     x[1, :8192] = float("-inf")
