@@ -92,11 +92,11 @@ def as_rows(x: torch.Tensor) -> torch.Tensor:
 
 def reduction_programs(n_rows: int, device: torch.device, per_sm: int = 4) -> tuple[int, int]:
     """(programs, rows per program) for backward kernels that reduce dw/db through per-program partial rows.
-    Up to four programs per SM, but at least 32 rows each once every SM has one, so the [programs, dim] fp32
-    partials stay small next to the rows themselves (at 1024 x 16384 they were a third of the traffic; at 4096 x
-    16384, 256 programs of 16 rows wrote 17 MB of them, 132 of 32 write 9)."""
+    Up to four programs per SM, but at least 16 rows each once every SM has one, so the [programs, dim] fp32
+    partials stay small next to the rows themselves (at 1024 x 16384 they were a third of the traffic). At least
+    32 rows each cost 10% at 4096 x 4096 (rmsnorm, H200: one program an SM of 4 or 8 warps hides less latency)."""
     sms = sm_count(device)
-    programs = max(1, min(n_rows, per_sm * sms, max(sms, n_rows // 32)))
+    programs = max(1, min(n_rows, per_sm * sms, max(sms, n_rows // 16)))
     rows_per_program = triton.cdiv(n_rows, programs) if n_rows else 1
     return (triton.cdiv(n_rows, rows_per_program) if n_rows else 1), rows_per_program
 
@@ -117,10 +117,14 @@ def _sum_partials_kernel(PARTIALS, OUT, n_programs, n_cols, BN: tl.constexpr, BP
 
 def sum_partials(partials: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """[k, programs, dim] fp32 partial rows summed over programs into [k, dim] of `dtype`, one launch (the norm
-    backwards' dw, and db: torch's sum then a cast took two launches per partial)."""
+    backwards' dw, and db: torch's sum then a cast took two launches per partial). Column blocks narrow enough to
+    give about a program an SM, each summing [BP, BN] tiles of 4096 (a first version, 256 columns a program, left
+    three programs walking 528 partial rows at dim 768: rmsnorm's backward at 65536 x 768 went from 96 to 139 us)."""
     k, n_programs, n_cols = partials.shape
     out = torch.empty(k, n_cols, dtype=dtype, device=partials.device)
     if n_cols:
-        _sum_partials_kernel[(triton.cdiv(n_cols, 256), k)](partials, out, n_programs, n_cols, BN=256, BP=8,
-                                                             num_warps=4)
+        bn = max(16, min(256, triton.next_power_of_2(triton.cdiv(n_cols * k, sm_count(partials.device)))))
+        bn = min(bn, triton.next_power_of_2(n_cols))
+        _sum_partials_kernel[(triton.cdiv(n_cols, bn), k)](partials, out, n_programs, n_cols, BN=bn,
+                                                            BP=max(1, 4096 // bn), num_warps=4)
     return out
