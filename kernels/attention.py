@@ -442,6 +442,16 @@ def _probe_tma(device: torch.device) -> None:
         TMA_ERROR = f"{type(e).__name__}: {e}"
 
 
+def _ready_tma(device: torch.device) -> None:
+    """Probe once, then give this thread the descriptor allocator: triton.set_allocator sets a ContextVar, which
+    the autograd engine's backward thread does not inherit from the thread that probed (on an H200 every Triton
+    backward failed "no allocator was set" in a run where no torch.compile case, whose Inductor sets one of its
+    own, had run first)."""
+    _probe_tma(device)
+    if _TMA_OK:
+        triton.set_allocator(_alloc)
+
+
 def tma_status(device: torch.device) -> str:
     """Whether the autotuner may choose TMA descriptor loads on `device` ("available"), or why not."""
     _probe_tma(device)
@@ -451,7 +461,7 @@ def tma_status(device: torch.device) -> str:
 def flash_attention_fwd(q, k, v, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """o [B, H, S, D] and the base-2 logsumexp [B*H, S] (fp32) of the scaled scores."""
     _check(q, k, v)
-    _probe_tma(q.device)
+    _ready_tma(q.device)
     q, k, v = _unit_last(q), _unit_last(k), _unit_last(v)
     bsz, heads, seq, _ = q.shape
     o = torch.empty_like(q, memory_format=torch.contiguous_format)
@@ -466,7 +476,7 @@ def flash_attention_fwd(q, k, v, causal: bool) -> tuple[torch.Tensor, torch.Tens
 
 
 def flash_attention_bwd(do, q, k, v, o, lse, causal: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    _probe_tma(q.device)
+    _ready_tma(q.device)
     q, k, v = _unit_last(q), _unit_last(k), _unit_last(v)
     do = do.contiguous()
     bsz, heads, seq, d = q.shape

@@ -81,3 +81,20 @@ def test_forward_configs_offered_per_dtype_and_tma(monkeypatch):
     assert not any(c.kwargs["TMA"] for c in offered(torch.bfloat16, False))
     fp32 = offered(torch.float32, True)
     assert fp32 and all((c.kwargs["BM"], c.kwargs["BN"], c.num_warps, c.num_stages) in A.FP32_TILES for c in fp32)
+
+
+def test_every_thread_that_launches_gets_the_descriptor_allocator(monkeypatch):
+    """triton.set_allocator is per thread (a ContextVar) and autograd runs CUDA backwards on its own thread: the
+    launchers install the allocator in whichever thread calls them, not only in the one that probed."""
+    import threading
+
+    installed = []
+    monkeypatch.setattr(A, "_TMA_OK", True)  # probed already (as on a Hopper GPU)
+    monkeypatch.setattr(A.triton, "set_allocator", lambda alloc: installed.append(threading.get_ident()))
+    gen = torch.Generator().manual_seed(4)
+    q, k, v, do = (torch.randn(1, 1, 20, 16, generator=gen) for _ in range(4))
+    o, lse = A.flash_attention_fwd(q, k, v, True)
+    worker = threading.Thread(target=A.flash_attention_bwd, args=(do, q, k, v, o, lse, True))
+    worker.start()
+    worker.join()
+    assert installed == [threading.get_ident(), worker.ident]
