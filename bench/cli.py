@@ -152,7 +152,8 @@ def _fmt_ms(ms) -> str:
               help="Only points whose AXIS has this VALUE, e.g. --where seq=4096 (repeatable; all must hold).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Results JSONL (default: results/<suites>-<time>.jsonl). Rows are appended.")
-@click.option("--resume", is_flag=True, help="Skip cases already in --out (default: the newest matching file).")
+@click.option("--resume", is_flag=True, help="Skip cases already in --out (default: the newest matching file); cases "
+              "whose row is an error run again.")
 @click.option("--isolate", is_flag=True, help="Run every point in its own worker process.")
 @click.option("--point-timeout", type=click.FloatRange(min=0.1), default=900.0, show_default=True,
               help="Seconds one point may take, compile included.")

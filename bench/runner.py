@@ -229,10 +229,15 @@ class Runner:
     def run(self, planned: list[Planned]) -> list[dict]:
         opts = self.opts
         if opts.resume and opts.out.exists():
-            done = {row_key(r) for r in read_rows(opts.out, warn=False)}
+            # a case that ended in an error runs again (a crash or a since-fixed bug); every other status stands
+            rows = read_rows(opts.out, warn=False)
+            done = {row_key(r) for r in rows if r.get("status") != "error"}
+            errored = {row_key(r) for r in rows if r.get("status") == "error"} - done
             skipped = len([p for p in planned if planned_key(p) in done])
+            retried = len([p for p in planned if planned_key(p) in errored])
             planned = [p for p in planned if planned_key(p) not in done]
-            self.log(f"resuming {opts.out}: {skipped} rows already there, {len(planned)} to run")
+            self.log(f"resuming {opts.out}: {skipped} rows already there, {len(planned)} to run"
+                     + (f" ({retried} that ended in an error, again)" if retried else ""))
         if opts.device == "cpu":
             os.environ.setdefault("TRITON_INTERPRET", "1")  # inherited by the spawned workers
         worker: _WorkerHandle | None = None

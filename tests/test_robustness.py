@@ -202,3 +202,15 @@ def test_ranked_result_keeps_a_measurement_when_ranks_die_afterwards():
     # a rank that reported a failure wins over rank 0's ok row
     bad = {"status": "mismatch", "rank": 1, "reason": "rank 1 output disagrees", "at": 1.0}
     assert ranked_result([dict(ok), bad], 4, "")["status"] == "mismatch"
+
+
+def test_resume_runs_again_the_cases_that_ended_in_an_error(tmp_path):
+    """An error row (a crash, a bug fixed since) does not count as done: --resume runs that case again and appends
+    its new row; ok rows are kept and not rerun."""
+    proc, rows = run_suite(tmp_path, ["raises", "ok"])
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(r["status"] for r in rows) == ["error", "error", "ok", "ok"]
+    again, rows = run_suite(tmp_path, ["raises", "ok"], "--resume")
+    assert again.returncode == 0, again.stderr
+    assert "2 rows already there, 2 to run (2 that ended in an error, again)" in again.stdout
+    assert [(r["impl"], r["status"]) for r in rows[4:]] == [("raises", "error"), ("raises", "error")]
