@@ -30,13 +30,16 @@ def _sensible(configs, named_args, long_stages=False, **kwargs):
     loop) only where a stage's tile is small enough to buffer (at 16K-wide rows it lost). Walking 16K-wide rows
     in 2K or 4K chunks (two passes, the second from L2), one or two rows a step, lost to whole rows by 15-50%
     forward and backward (session 15, rmsnorm and layernorm, 1024..65536 rows): rows that fit a block are held
-    whole. With `long_stages` (softmax), rows longer than a block may also pipeline their chunk loops."""
+    whole. With `long_stages` (softmax), rows longer than a block may also pipeline their chunk loops. RELOAD
+    (layernorm's backward) only where registers are the limit: one 16K-wide row a step, unpipelined."""
     block = kwargs.get("BLOCK", named_args.get("BLOCK"))
     single = kwargs.get("SINGLE", named_args.get("SINGLE"))
 
     def fits(c):
         rows, warps, stages = c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"]
         tile = rows * block
+        if c.kwargs.get("RELOAD") and not (single and block >= 16384 and stages == 1):
+            return False
         return ((rows == 1 or single) and tile <= max(block, 4096) and tile // (32 * warps) in (16, 32)
                 and (stages == 1 or (single and tile <= 8192) or (long_stages and not single)))
 
@@ -44,24 +47,27 @@ def _sensible(configs, named_args, long_stages=False, **kwargs):
     return kept or [min(configs, key=lambda c: (c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"]))]
 
 
-def tuned_rows(key: tuple[str, ...] = ("n_cols", "n_rows"), long_stages: bool = False):
+def tuned_rows(key: tuple[str, ...] = ("n_cols", "n_rows"), long_stages: bool = False, reload: bool = False):
     """triton.autotune over (ROWS, num_warps, STAGES), keyed by the shape (and, implicitly, the dtypes); STAGES
-    pipelines the loop over rows that fit a block, and with `long_stages` the chunk loops of longer rows. The CPU
-    interpreter gets one config, ROWS=2 and STAGES=3, so the tests exercise the row masks and the persistent
-    loops (tests/test_row_kernels.py launches the other paths)."""
+    pipelines the loop over rows that fit a block, and with `long_stages` the chunk loops of longer rows; with
+    `reload`, whether the kernel reads a row's inputs a second time (RELOAD) instead of keeping them in registers.
+    The CPU interpreter gets one config, ROWS=2 and STAGES=3, so the tests exercise the row masks and the
+    persistent loops (tests/test_row_kernels.py launches the other paths)."""
     if INTERPRETED:
-        configs = [triton.Config({"ROWS": 2, "STAGES": 3}, num_warps=4)]
+        configs = [triton.Config({"ROWS": 2, "STAGES": 3, **({"RELOAD": False} if reload else {})}, num_warps=4)]
     else:
-        configs = gpu_configs()
+        configs = gpu_configs(reload)
     prune = functools.partial(_sensible, long_stages=long_stages)
     return triton.autotune(configs=configs, key=list(key), prune_configs_by={"early_config_prune": prune},
                            do_bench=quick_bench)
 
 
-def gpu_configs() -> list:
-    """Every (ROWS, num_warps, STAGES) the autotuner may try on a GPU (before `_sensible` prunes them per shape)."""
-    return [triton.Config({"ROWS": r, "STAGES": s}, num_warps=w)
-            for r in (1, 2, 4, 8, 16) for w in (1, 2, 4, 8, 16, 32) for s in (1, 3)]
+def gpu_configs(reload: bool = False) -> list:
+    """Every (ROWS, num_warps, STAGES[, RELOAD]) the autotuner may try on a GPU (before `_sensible` prunes them
+    per shape)."""
+    return [triton.Config({"ROWS": r, "STAGES": s, **({"RELOAD": re} if reload else {})}, num_warps=w)
+            for r in (1, 2, 4, 8, 16) for w in (1, 2, 4, 8, 16, 32) for s in (1, 3)
+            for re in ((False, True) if reload else (False,))]
 
 
 PERSISTENT_PER_SM = 4  # programs per SM of the pipelined (STAGES > 1) row-parallel kernels

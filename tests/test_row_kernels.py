@@ -63,7 +63,7 @@ def test_softmax_forward_and_backward_one_tile_a_program(x):
                                rtol=1e-4, atol=1e-6)
 
 
-def _backward(kernel, x, w, dy, stats, stages, n_partials=1, rows_per_program=3, rows=2, chunk=0):
+def _backward(kernel, x, w, dy, stats, stages, n_partials=1, rows_per_program=3, rows=2, chunk=0, **extra):
     """Launch a norm backward with `stages` over programs of rows_per_program rows (several programs, a partial
     last one), rows walked chunk-wide with `chunk`; returns dx and the partial rows summed."""
     n_rows, n_cols = x.shape
@@ -72,7 +72,8 @@ def _backward(kernel, x, w, dy, stats, stages, n_partials=1, rows_per_program=3,
     dx = torch.empty_like(x)
     partials = [torch.full((programs, n_cols), float("nan")) for _ in range(n_partials)]  # every row written
     kernel.fn[(programs,)](x, w, dy, *stats, dx, *partials, x.stride(0), dy.stride(0), dx.stride(0), n_rows, n_cols,
-                           rows_per_program, BLOCK=block, SINGLE=single, ROWS=rows, STAGES=stages, num_warps=4)
+                           rows_per_program, BLOCK=block, SINGLE=single, ROWS=rows, STAGES=stages, num_warps=4,
+                           **extra)
     return dx, [p.sum(0) for p in partials]
 
 
@@ -91,12 +92,14 @@ def test_rmsnorm_backward_every_stages_path(x, stages, chunk, rows):
     torch.testing.assert_close(dw.double(), wr.grad, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("stages,chunk,rows", [(1, 0, 2), (3, 0, 2), (1, 16, 1), (1, 16, 2)])
-def test_layernorm_backward_every_stages_path(x, stages, chunk, rows):
+@pytest.mark.parametrize("stages,chunk,rows,reload", [(1, 0, 2, False), (3, 0, 2, False), (1, 0, 2, True),
+                                                       (1, 0, 1, True), (1, 16, 1, False), (1, 16, 2, False)])
+def test_layernorm_backward_every_stages_path(x, stages, chunk, rows, reload):
+    """As rmsnorm's, and RELOAD: x, dy and w read again for dx instead of kept in registers."""
     w, dy = torch.rand(N_COLS) + 0.5, torch.randn_like(x)
     mean, rstd = x.mean(-1), torch.rsqrt(x.var(-1, unbiased=False) + 1e-5)
     dx, (dw, db) = _backward(LN._layernorm_bwd_kernel, x, w, dy, (mean, rstd), stages, n_partials=2, rows=rows,
-                               chunk=chunk)
+                               chunk=chunk, RELOAD=reload)
     xr, wr, br = (t.double().requires_grad_() for t in (x, w, torch.zeros(N_COLS)))
     torch.nn.functional.layer_norm(xr, (N_COLS,), wr, br, 1e-5).backward(dy.double())
     torch.testing.assert_close(dx.double(), xr.grad, rtol=1e-4, atol=1e-5)
@@ -114,6 +117,11 @@ def test_autotune_prune_holds_rows_that_fit_a_block_whole():
                       for c in _sensible(gpu_configs(), {}, BLOCK=block, SINGLE=single))
 
     assert kept(16384, True) == [(1, 16, 1), (1, 32, 1)] == kept(16384, False)
+    reloads = [(c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"])
+               for c in _sensible(gpu_configs(reload=True), {}, BLOCK=16384, SINGLE=True) if c.kwargs["RELOAD"]]
+    assert sorted(reloads) == [(1, 16, 1), (1, 32, 1)]  # layernorm's backward: RELOAD only for whole 16K rows
+    assert not any(c.kwargs["RELOAD"] for c in _sensible(gpu_configs(reload=True), {}, BLOCK=4096, SINGLE=True))
+    assert not any(c.kwargs["RELOAD"] for c in _sensible(gpu_configs(reload=True), {}, BLOCK=16384, SINGLE=False))
     for block in (1024, 4096):
         configs = kept(block, True)
         assert configs and all(r * max(block, 1) // (32 * w) in (16, 32) for r, w, _ in configs)
