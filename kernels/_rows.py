@@ -31,7 +31,7 @@ def _sensible(configs, named_args, long_stages=False, **kwargs):
     in 2K or 4K chunks (two passes, the second from L2), one or two rows a step, lost to whole rows by 15-50%
     forward and backward (session 15, rmsnorm and layernorm, 1024..65536 rows): rows that fit a block are held
     whole. With `long_stages` (softmax), rows longer than a block may also pipeline their chunk loops. RELOAD
-    (layernorm's backward) only where registers are the limit: one 16K-wide row a step, unpipelined."""
+    (layernorm) only where registers are the limit: one 16K-wide row a step, unpipelined."""
     block = kwargs.get("BLOCK", named_args.get("BLOCK"))
     single = kwargs.get("SINGLE", named_args.get("SINGLE"))
 

@@ -11,11 +11,11 @@ from kernels._rows import row_block, row_grid
 N_ROWS, N_COLS = 7, 45
 
 
-def launch(kernel, *args, n_rows=N_ROWS, n_cols=N_COLS, rows=2, chunk=0):
+def launch(kernel, *args, n_rows=N_ROWS, n_cols=N_COLS, rows=2, chunk=0, **extra):
     """One tile a program; with `chunk`, rows walked chunk-wide as rows longer than a block are."""
     block, single = (chunk, False) if chunk else row_block(n_cols)
     kernel.fn[row_grid(n_rows, torch.device("cpu"))](*args, BLOCK=block, SINGLE=single, ROWS=rows, STAGES=1,
-                                                     num_warps=4)
+                                                     num_warps=4, **extra)
 
 
 @pytest.fixture
@@ -36,11 +36,12 @@ def test_rmsnorm_forward_one_tile_a_program(x, path):
     torch.testing.assert_close(y.double(), x.double() * ref_rstd[:, None] * w.double(), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("path", FORWARD_PATHS)
+@pytest.mark.parametrize("path", FORWARD_PATHS + [dict(RELOAD=True)])
 def test_layernorm_forward_one_tile_a_program(x, path):
     """Rows offset by 1000: fp32 rounding of x - mean alone costs ~1e-4 here, while a variance taken as a sum of
     squares minus the squared mean would be off by ~6% (squares 1e6 times the variance); chunked, the variance
-    is merged chunk by chunk and stays within the 1e-3 tolerance."""
+    is merged chunk by chunk and stays within the 1e-3 tolerance. RELOAD reads x again for the output."""
+    path = {"RELOAD": False, **path}
     x = x + 1000.0
     w, b = torch.rand(N_COLS) + 0.5, torch.randn(N_COLS)
     y, mean, rstd = torch.empty_like(x), torch.empty(N_ROWS), torch.empty(N_ROWS)
