@@ -23,22 +23,22 @@ def row_block(n_cols: int) -> tuple[int, bool]:
     return block, n_cols <= block
 
 
-def _sensible(configs, named_args, long_stages=False, **kwargs):
+def _sensible(configs, named_args, long_stages=False, option=None, **kwargs):
     """Autotune prune, from a sweep of every (ROWS, warps, STAGES) on an H200 (rmsnorm, bf16, 768..16384 wide):
     the best configs held 16 or 32 elements of the tile per thread, tiles of at most 4K elements (or one row),
     several rows per tile only when a row fits one block, and software pipelining (STAGES 3, a persistent
     loop) only where a stage's tile is small enough to buffer (at 16K-wide rows it lost). Walking 16K-wide rows
     in 2K or 4K chunks (two passes, the second from L2), one or two rows a step, lost to whole rows by 15-50%
     forward and backward (session 15, rmsnorm and layernorm, 1024..65536 rows): rows that fit a block are held
-    whole. With `long_stages` (softmax), rows longer than a block may also pipeline their chunk loops. RELOAD
-    (layernorm) only where registers are the limit: one 16K-wide row a step, unpipelined."""
+    whole. With `long_stages` (softmax), rows longer than a block may also pipeline their chunk loops; a kernel's
+    `option` is tried on only where it applies."""
     block = kwargs.get("BLOCK", named_args.get("BLOCK"))
     single = kwargs.get("SINGLE", named_args.get("SINGLE"))
 
     def fits(c):
         rows, warps, stages = c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"]
         tile = rows * block
-        if c.kwargs.get("RELOAD") and not (single and block >= 16384 and stages == 1):
+        if option and c.kwargs[option.name] and not option.applies(block, single, stages):
             return False
         return ((rows == 1 or single) and tile <= max(block, 4096) and tile // (32 * warps) in (16, 32)
                 and (stages == 1 or (single and tile <= 8192) or (long_stages and not single)))
@@ -47,27 +47,42 @@ def _sensible(configs, named_args, long_stages=False, **kwargs):
     return kept or [min(configs, key=lambda c: (c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"]))]
 
 
-def tuned_rows(key: tuple[str, ...] = ("n_cols", "n_rows"), long_stages: bool = False, reload: bool = False):
+class Option:
+    """A kernel's boolean constexpr the autotuner tries both ways, where applies(BLOCK, SINGLE, STAGES) holds."""
+
+    def __init__(self, name: str, applies):
+        self.name, self.applies = name, applies
+
+
+# layernorm: read a row's inputs again (from L1) instead of keeping them live across a reduction, where registers
+# are the limit: one whole 16K-wide row a step, unpipelined
+RELOAD_INPUTS = Option("RELOAD", lambda block, single, stages: single and block >= 16384 and stages == 1)
+# softmax: rows longer than a block keep their running max and sum as scalars (a block reduction a chunk) instead
+# of a lane each (2 x BLOCK registers' worth): two programs an SM instead of one
+SCALAR_STATS = Option("SCALAR", lambda block, single, stages: not single)
+
+
+def tuned_rows(key: tuple[str, ...] = ("n_cols", "n_rows"), long_stages: bool = False, option: Option | None = None):
     """triton.autotune over (ROWS, num_warps, STAGES), keyed by the shape (and, implicitly, the dtypes); STAGES
-    pipelines the loop over rows that fit a block, and with `long_stages` the chunk loops of longer rows; with
-    `reload`, whether the kernel reads a row's inputs a second time (RELOAD) instead of keeping them in registers.
-    The CPU interpreter gets one config, ROWS=2 and STAGES=3, so the tests exercise the row masks and the
-    persistent loops (tests/test_row_kernels.py launches the other paths)."""
+    pipelines the loop over rows that fit a block, and with `long_stages` the chunk loops of longer rows; an
+    `option` is tried on and off where it applies. The CPU interpreter gets one config, ROWS=2, STAGES=3 and the
+    option off, so the tests exercise the row masks and the persistent loops (tests/test_row_kernels.py launches
+    the other paths)."""
     if INTERPRETED:
-        configs = [triton.Config({"ROWS": 2, "STAGES": 3, **({"RELOAD": False} if reload else {})}, num_warps=4)]
+        configs = [triton.Config({"ROWS": 2, "STAGES": 3, **({option.name: False} if option else {})}, num_warps=4)]
     else:
-        configs = gpu_configs(reload)
-    prune = functools.partial(_sensible, long_stages=long_stages)
+        configs = gpu_configs(option)
+    prune = functools.partial(_sensible, long_stages=long_stages, option=option)
     return triton.autotune(configs=configs, key=list(key), prune_configs_by={"early_config_prune": prune},
                            do_bench=quick_bench)
 
 
-def gpu_configs(reload: bool = False) -> list:
-    """Every (ROWS, num_warps, STAGES[, RELOAD]) the autotuner may try on a GPU (before `_sensible` prunes them
+def gpu_configs(option: Option | None = None) -> list:
+    """Every (ROWS, num_warps, STAGES[, option]) the autotuner may try on a GPU (before `_sensible` prunes them
     per shape)."""
-    return [triton.Config({"ROWS": r, "STAGES": s, **({"RELOAD": re} if reload else {})}, num_warps=w)
+    return [triton.Config({"ROWS": r, "STAGES": s, **({option.name: on} if option else {})}, num_warps=w)
             for r in (1, 2, 4, 8, 16) for w in (1, 2, 4, 8, 16, 32) for s in (1, 3)
-            for re in ((False, True) if reload else (False,))]
+            for on in ((False, True) if option else (False,))]
 
 
 PERSISTENT_PER_SM = 4  # programs per SM of the pipelined (STAGES > 1) row-parallel kernels

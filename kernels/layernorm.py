@@ -11,7 +11,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import as_rows, reduction_programs, row_block, row_grid, sum_partials, tuned_rows
+from kernels._rows import (RELOAD_INPUTS, as_rows, reduction_programs, row_block, row_grid, sum_partials,
+                           tuned_rows)
 
 
 @triton.jit
@@ -76,7 +77,7 @@ def _layernorm_fwd_chunked(X, W, B, Y, MEAN, RSTD, tile, stride_x, stride_y, n_r
     tl.store(RSTD + rows, rstd, mask=row_ok)
 
 
-@tuned_rows(reload=True)
+@tuned_rows(option=RELOAD_INPUTS)
 @triton.jit
 def _layernorm_fwd_kernel(X, W, B, Y, MEAN, RSTD, stride_x, stride_y, n_rows, n_cols, eps, BLOCK: tl.constexpr,
                           SINGLE: tl.constexpr, ROWS: tl.constexpr, STAGES: tl.constexpr, RELOAD: tl.constexpr):
@@ -142,7 +143,7 @@ def _sum_pair(a0, a1, b0, b1):
     return a0 + b0, a1 + b1
 
 
-@tuned_rows(reload=True)
+@tuned_rows(option=RELOAD_INPUTS)
 @triton.jit
 def _layernorm_bwd_kernel(X, W, DY, MEAN, RSTD, DX, DW_PARTIAL, DB_PARTIAL, stride_x, stride_dy, stride_dx,
                           n_rows, n_cols, rows_per_program, BLOCK: tl.constexpr, SINGLE: tl.constexpr,

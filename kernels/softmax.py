@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import MAX_BLOCK, as_rows, row_block, row_grid, sm_count, tuned_rows
+from kernels._rows import MAX_BLOCK, SCALAR_STATS, as_rows, row_block, row_grid, sm_count, tuned_rows
 
 
 @triton.jit
@@ -50,9 +50,21 @@ def _merge_max_sum(m, s):
 
 
 @triton.jit
-def _span_max_sum(x_ptr, lo, hi, C: tl.constexpr, STAGES: tl.constexpr):
+def _span_max_sum(x_ptr, lo, hi, C: tl.constexpr, STAGES: tl.constexpr, SCALAR: tl.constexpr):
     """(max, sum of exp(x - max)) over columns [lo, hi) of one row, C at a time: a running max and rescaled sum
-    per lane, merged at the end."""
+    per lane, merged at the end, or (SCALAR) one running pair, each chunk reduced as it comes (a block reduction
+    a chunk, 2C fewer registers)."""
+    if SCALAR:
+        row_max = tl.full([], -float("inf"), dtype=tl.float32)
+        total = tl.zeros([], dtype=tl.float32)
+        for start in tl.range(lo, hi, C, num_stages=STAGES):  # STAGES > 1: the next chunks load meanwhile
+            cols = start + tl.arange(0, C)
+            x = tl.load(x_ptr + cols, mask=cols < hi, other=-float("inf")).to(tl.float32)
+            m_new = tl.maximum(row_max, tl.max(x, axis=0))
+            seen = m_new > -float("inf")  # only -inf so far: nothing to add (and no inf - inf)
+            total = tl.where(seen, total * tl.exp(row_max - m_new) + tl.sum(tl.exp(x - m_new), axis=0), 0.0)
+            row_max = m_new
+        return row_max, total
     m = tl.full([C], -float("inf"), dtype=tl.float32)  # running max per lane
     s = tl.zeros([C], dtype=tl.float32)  # running sum per lane, scaled to m
     for start in tl.range(lo, hi, C, num_stages=STAGES):  # STAGES > 1: the next chunks load meanwhile
@@ -76,8 +88,16 @@ def _span_softmax(x_ptr, y_ptr, lo, hi, row_max, total, C: tl.constexpr, STAGES:
 
 
 @triton.jit
-def _span_dot(y_ptr, dy_ptr, lo, hi, C: tl.constexpr, STAGES: tl.constexpr):
-    """sum(y * dy) over columns [lo, hi) of one row."""
+def _span_dot(y_ptr, dy_ptr, lo, hi, C: tl.constexpr, STAGES: tl.constexpr, SCALAR: tl.constexpr):
+    """sum(y * dy) over columns [lo, hi) of one row: a sum per lane, or (SCALAR) each chunk reduced as it comes."""
+    if SCALAR:
+        total = tl.zeros([], dtype=tl.float32)
+        for start in tl.range(lo, hi, C, num_stages=STAGES):  # STAGES > 1: the next chunks load meanwhile
+            cols = start + tl.arange(0, C)
+            mask = cols < hi
+            y = tl.load(y_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+            total += tl.sum(y * tl.load(dy_ptr + cols, mask=mask, other=0.0).to(tl.float32), axis=0)
+        return total
     acc = tl.zeros([C], dtype=tl.float32)
     for start in tl.range(lo, hi, C, num_stages=STAGES):  # STAGES > 1: the next chunks load meanwhile
         cols = start + tl.arange(0, C)
@@ -99,10 +119,10 @@ def _span_dx(y_ptr, dy_ptr, dx_ptr, lo, hi, dot, C: tl.constexpr, STAGES: tl.con
         tl.store(dx_ptr + cols, (y * (dy - dot)).to(dx_ptr.dtype.element_ty), mask=mask)
 
 
-@tuned_rows(long_stages=True)
+@tuned_rows(long_stages=True, option=SCALAR_STATS)
 @triton.jit
 def _softmax_fwd_kernel(X, Y, stride_x, stride_y, n_rows, n_cols, BLOCK: tl.constexpr, SINGLE: tl.constexpr,
-                        ROWS: tl.constexpr, STAGES: tl.constexpr):
+                        ROWS: tl.constexpr, STAGES: tl.constexpr, SCALAR: tl.constexpr):
     if SINGLE and STAGES == 1:  # one [ROWS, BLOCK] tile a program, in registers
         _softmax_fwd_tile(X, Y, tl.program_id(0), stride_x, stride_y, n_rows, n_cols, BLOCK, ROWS)
     elif SINGLE:  # tiles program, program + programs, ... pipelined (see row_grid)
@@ -114,14 +134,14 @@ def _softmax_fwd_kernel(X, Y, stride_x, stride_y, n_rows, n_cols, BLOCK: tl.cons
                 row = tile * ROWS + i
                 if row < n_rows:
                     x_ptr = X + row.to(tl.int64) * stride_x
-                    row_max, total = _span_max_sum(x_ptr, 0, n_cols, BLOCK, STAGES)
+                    row_max, total = _span_max_sum(x_ptr, 0, n_cols, BLOCK, STAGES, SCALAR)
                     _span_softmax(x_ptr, Y + row.to(tl.int64) * stride_y, 0, n_cols, row_max, total, BLOCK, STAGES)
 
 
-@tuned_rows(long_stages=True)
+@tuned_rows(long_stages=True, option=SCALAR_STATS)
 @triton.jit
 def _softmax_bwd_kernel(Y, DY, DX, stride_y, stride_dy, stride_dx, n_rows, n_cols, BLOCK: tl.constexpr,
-                        SINGLE: tl.constexpr, ROWS: tl.constexpr, STAGES: tl.constexpr):
+                        SINGLE: tl.constexpr, ROWS: tl.constexpr, STAGES: tl.constexpr, SCALAR: tl.constexpr):
     if SINGLE and STAGES == 1:  # tiles as in the forward
         _softmax_bwd_tile(Y, DY, DX, tl.program_id(0), stride_y, stride_dy, stride_dx, n_rows, n_cols, BLOCK, ROWS)
     elif SINGLE:
@@ -134,7 +154,7 @@ def _softmax_bwd_kernel(Y, DY, DX, stride_y, stride_dy, stride_dx, n_rows, n_col
                 if row < n_rows:
                     y_ptr = Y + row.to(tl.int64) * stride_y
                     dy_ptr = DY + row.to(tl.int64) * stride_dy
-                    dot = _span_dot(y_ptr, dy_ptr, 0, n_cols, BLOCK, STAGES)
+                    dot = _span_dot(y_ptr, dy_ptr, 0, n_cols, BLOCK, STAGES, SCALAR)
                     _span_dx(y_ptr, dy_ptr, DX + row.to(tl.int64) * stride_dx, 0, n_cols, dot, BLOCK, STAGES)
 
 
@@ -151,7 +171,8 @@ def _softmax_seg_stats_kernel(X, SEG_MAX, SEG_SUM, stride_x, n_cols, seg_len, n_
     """Program (row, segment): the segment's max and sum of exp(x - max) ([rows, segments] fp32 each)."""
     row, seg = tl.program_id(0), tl.program_id(1)
     lo = seg * seg_len
-    seg_max, seg_sum = _span_max_sum(X + row.to(tl.int64) * stride_x, lo, tl.minimum(lo + seg_len, n_cols), C, 1)
+    seg_max, seg_sum = _span_max_sum(X + row.to(tl.int64) * stride_x, lo, tl.minimum(lo + seg_len, n_cols), C, 1,
+                                     False)  # per-lane statistics: a segment is a few chunks
     tl.store(SEG_MAX + row * n_segs + seg, seg_max)
     tl.store(SEG_SUM + row * n_segs + seg, seg_sum)
 
@@ -178,7 +199,7 @@ def _softmax_seg_dot_kernel(Y, DY, SEG_DOT, stride_y, stride_dy, n_cols, seg_len
     row, seg = tl.program_id(0), tl.program_id(1)
     lo = seg * seg_len
     dot = _span_dot(Y + row.to(tl.int64) * stride_y, DY + row.to(tl.int64) * stride_dy, lo,
-                    tl.minimum(lo + seg_len, n_cols), C, 1)
+                    tl.minimum(lo + seg_len, n_cols), C, 1, False)
     tl.store(SEG_DOT + row * n_segs + seg, dot)
 
 

@@ -55,11 +55,11 @@ def test_layernorm_forward_one_tile_a_program(x, path):
 
 def test_softmax_forward_and_backward_one_tile_a_program(x):
     y, dx = torch.empty_like(x), torch.empty_like(x)
-    launch(SM._softmax_fwd_kernel, x, y, x.stride(0), y.stride(0), N_ROWS, N_COLS)
+    launch(SM._softmax_fwd_kernel, x, y, x.stride(0), y.stride(0), N_ROWS, N_COLS, SCALAR=False)
     ref = torch.softmax(x.double(), -1)
     torch.testing.assert_close(y.double(), ref, rtol=1e-5, atol=1e-7)
     dy = torch.randn_like(x)
-    launch(SM._softmax_bwd_kernel, y, dy, dx, y.stride(0), dy.stride(0), dx.stride(0), N_ROWS, N_COLS)
+    launch(SM._softmax_bwd_kernel, y, dy, dx, y.stride(0), dy.stride(0), dx.stride(0), N_ROWS, N_COLS, SCALAR=False)
     torch.testing.assert_close(dx.double(), ref * (dy.double() - (ref * dy.double()).sum(-1, keepdim=True)),
                                rtol=1e-4, atol=1e-6)
 
@@ -111,18 +111,25 @@ def test_layernorm_backward_every_stages_path(x, stages, chunk, rows, reload):
 def test_autotune_prune_holds_rows_that_fit_a_block_whole():
     """On a GPU every config the prune keeps holds 16 or 32 elements of its tile a thread; several rows a tile and
     pipelining only for rows that fit a block (16K-wide rows: one row, 16 or 32 warps)."""
-    from kernels._rows import _sensible, gpu_configs
+    from kernels._rows import RELOAD_INPUTS as RELOAD, SCALAR_STATS as SCALAR, _sensible, gpu_configs
 
     def kept(block, single):
         return sorted((c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"])
                       for c in _sensible(gpu_configs(), {}, BLOCK=block, SINGLE=single))
 
     assert kept(16384, True) == [(1, 16, 1), (1, 32, 1)] == kept(16384, False)
-    reloads = [(c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"])
-               for c in _sensible(gpu_configs(reload=True), {}, BLOCK=16384, SINGLE=True) if c.kwargs["RELOAD"]]
-    assert sorted(reloads) == [(1, 16, 1), (1, 32, 1)]  # layernorm's backward: RELOAD only for whole 16K rows
-    assert not any(c.kwargs["RELOAD"] for c in _sensible(gpu_configs(reload=True), {}, BLOCK=4096, SINGLE=True))
-    assert not any(c.kwargs["RELOAD"] for c in _sensible(gpu_configs(reload=True), {}, BLOCK=16384, SINGLE=False))
+    def with_option(option, block, single):
+        long_stages = option is SCALAR  # as the softmax kernels are tuned
+        return sorted((c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"])
+                      for c in _sensible(gpu_configs(option), {}, long_stages=long_stages, option=option, BLOCK=block,
+                                         SINGLE=single)
+                      if c.kwargs[option.name])
+
+    # layernorm's RELOAD only for one whole 16K row a step; softmax's SCALAR only for rows longer than a block
+    assert with_option(RELOAD, 16384, True) == [(1, 16, 1), (1, 32, 1)]
+    assert with_option(RELOAD, 4096, True) == [] == with_option(RELOAD, 16384, False)
+    assert with_option(SCALAR, 16384, False) == [(1, 16, 1), (1, 16, 3), (1, 32, 1), (1, 32, 3)]
+    assert with_option(SCALAR, 16384, True) == [] == with_option(SCALAR, 4096, True)
     for block in (1024, 4096):
         configs = kept(block, True)
         assert configs and all(r * max(block, 1) // (32 * w) in (16, 32) for r, w, _ in configs)
@@ -162,16 +169,20 @@ def test_softmax_splits_few_long_rows_into_segments(dtype):
     torch.testing.assert_close(dx.double(), yd * (dy.double() - (yd * dy.double()).sum(-1, keepdim=True)), **tol)
 
 
-def test_softmax_long_rows_one_program_each():
-    """Rows longer than a block, enough of them not to be split (on a GPU, 1056+ rows): one program walks each
-    row in 16K chunks (two passes forward, two backward)."""
+@pytest.mark.parametrize("scalar", [False, True])
+def test_softmax_long_rows_one_program_each(scalar):
+    """Rows longer than a block, enough of them not to be split (on a GPU, 133+ rows): one program walks each row
+    in chunks (4096-wide here: two passes forward, two backward), its running max and sum a lane each or
+    (SCALAR) one pair. Row 1's first two chunks are all -inf (no NaN from inf - inf)."""
     x = torch.randn(3, 16500, generator=torch.Generator().manual_seed(2))
+    x[1, :8192] = float("-inf")
     y, dx = torch.empty_like(x), torch.empty_like(x)
-    launch(SM._softmax_fwd_kernel, x, y, x.stride(0), y.stride(0), 3, 16500, n_rows=3, n_cols=16500, rows=1)
+    launch(SM._softmax_fwd_kernel, x, y, x.stride(0), y.stride(0), 3, 16500, n_rows=3, n_cols=16500, rows=1,
+           chunk=4096, SCALAR=scalar)
     ref = torch.softmax(x.double(), -1)
     torch.testing.assert_close(y.double(), ref, rtol=1e-5, atol=1e-9)
     dy = torch.randn_like(x)
     launch(SM._softmax_bwd_kernel, y, dy, dx, y.stride(0), dy.stride(0), dx.stride(0), 3, 16500, n_rows=3,
-           n_cols=16500, rows=1)
+           n_cols=16500, rows=1, chunk=4096, SCALAR=scalar)
     torch.testing.assert_close(dx.double(), ref * (dy.double() - (ref * dy.double()).sum(-1, keepdim=True)),
                                rtol=1e-4, atol=1e-8)
