@@ -54,9 +54,14 @@ class Option:
         self.name, self.applies = name, applies
 
 
-# layernorm: read a row's inputs again (from L1) instead of keeping them live across a reduction, where registers
-# are the limit: one whole 16K-wide row a step, unpipelined
-RELOAD_INPUTS = Option("RELOAD", lambda block, single, stages: single and block >= 16384 and stages == 1)
+def _whole_wide_row(block, single, stages):  # one whole 16K-wide row a step, unpipelined: registers are the limit
+    return single and block >= 16384 and stages == 1
+
+
+# layernorm forward: read x again (from L1) for the output instead of keeping it live across the variance's reduction
+RELOAD_INPUTS = Option("RELOAD", _whole_wide_row)
+# layernorm backward: two programs a row range, each owning half the columns (measured on an H200, session 16)
+SPLIT_COLUMNS = Option("SPLIT", _whole_wide_row)
 # softmax: rows longer than a block keep their running max and sum as scalars (a block reduction a chunk) instead
 # of a lane each (2 x BLOCK registers' worth): two programs an SM instead of one
 SCALAR_STATS = Option("SCALAR", lambda block, single, stages: not single)

@@ -11,8 +11,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import (RELOAD_INPUTS, as_rows, reduction_programs, row_block, row_grid, sum_partials,
-                           tuned_rows)
+from kernels._rows import (RELOAD_INPUTS, SPLIT_COLUMNS, as_rows, reduction_programs, row_block, row_grid,
+                           sum_partials, tuned_rows)
 
 
 @triton.jit
@@ -143,17 +143,62 @@ def _sum_pair(a0, a1, b0, b1):
     return a0 + b0, a1 + b1
 
 
-@tuned_rows(option=RELOAD_INPUTS)
+@triton.jit
+def _layernorm_bwd_half(X, W, DY, MEAN, RSTD, DX, dw_ptr, db_ptr, stride_x, stride_dy, stride_dx, first, last,
+                        n_cols, half, HALF: tl.constexpr):
+    """One of two programs on rows [first, last), one row a step: it owns columns [half * HALF, half * HALF + HALF)
+    (their dx and dw/db partials) and reads the other half too, first, for the row's sums; its partner, launched
+    next to it, reads the same row, so one of the two reads of each half is an L2 hit. A thread holds half the
+    accumulators of the one-program loop: at 16K-wide rows that loop spilled (288 B a thread at 16 warps, sm_90
+    offline) and this one does not (123 registers); on an H200 (bf16, session 16) 59 / 197 / 734 us against
+    69-73 / 239-250 / 892-938 at 1024 / 4096 / 16384 rows."""
+    own = half * HALF + tl.arange(0, HALF)
+    other = (1 - half) * HALF + tl.arange(0, HALF)
+    own_ok = own < n_cols
+    other_ok = other < n_cols
+    dw = tl.zeros([HALF], dtype=tl.float32)
+    db = tl.zeros([HALF], dtype=tl.float32)
+    x_row = X + first.to(tl.int64) * stride_x  # 64-bit: rows * stride can pass 2^31
+    dy_row = DY + first.to(tl.int64) * stride_dy
+    dx_row = DX + first.to(tl.int64) * stride_dx
+    for row in range(first, last):
+        mean = tl.load(MEAN + row)
+        rstd = tl.load(RSTD + row)
+        xo = tl.where(other_ok, (tl.load(x_row + other, mask=other_ok, other=0.0).to(tl.float32) - mean) * rstd, 0.0)
+        go = (tl.load(dy_row + other, mask=other_ok, other=0.0).to(tl.float32)
+              * tl.load(W + other, mask=other_ok, other=0.0).to(tl.float32))
+        s1, s2 = tl.reduce((go, go * xo), 0, _sum_pair)
+        xhat = tl.where(own_ok, (tl.load(x_row + own, mask=own_ok, other=0.0).to(tl.float32) - mean) * rstd, 0.0)
+        dy = tl.load(dy_row + own, mask=own_ok, other=0.0).to(tl.float32)
+        dw += dy * xhat
+        db += dy
+        g = dy * tl.load(W + own, mask=own_ok, other=0.0).to(tl.float32)
+        t1, t2 = tl.reduce((g, g * xhat), 0, _sum_pair)
+        dx = rstd * (g - (s1 + t1) / n_cols - xhat * ((s2 + t2) / n_cols))
+        tl.store(dx_row + own, dx.to(DX.dtype.element_ty), mask=own_ok)
+        x_row += stride_x
+        dy_row += stride_dy
+        dx_row += stride_dx
+    tl.store(dw_ptr + own, dw, mask=own_ok)
+    tl.store(db_ptr + own, db, mask=own_ok)
+
+
+@tuned_rows(option=SPLIT_COLUMNS)
 @triton.jit
 def _layernorm_bwd_kernel(X, W, DY, MEAN, RSTD, DX, DW_PARTIAL, DB_PARTIAL, stride_x, stride_dy, stride_dx,
                           n_rows, n_cols, rows_per_program, BLOCK: tl.constexpr, SINGLE: tl.constexpr,
-                          ROWS: tl.constexpr, STAGES: tl.constexpr, RELOAD: tl.constexpr):
-    pid = tl.program_id(0)
+                          ROWS: tl.constexpr, STAGES: tl.constexpr, SPLIT: tl.constexpr):
+    """Program p (with SPLIT, programs 2p and 2p + 1, see _layernorm_bwd_half) takes rows_per_program rows and
+    writes partial row p of dw and db."""
+    pid = tl.program_id(0) // 2 if SPLIT else tl.program_id(0)
     first = pid * rows_per_program
     last = tl.minimum(first + rows_per_program, n_rows)
     dw_ptr = DW_PARTIAL + pid.to(tl.int64) * n_cols
     db_ptr = DB_PARTIAL + pid.to(tl.int64) * n_cols
-    if SINGLE:  # walk this program's rows ROWS at a time, the dw/db partials in registers
+    if SPLIT:
+        _layernorm_bwd_half(X, W, DY, MEAN, RSTD, DX, dw_ptr, db_ptr, stride_x, stride_dy, stride_dx, first, last,
+                            n_cols, tl.program_id(0) % 2, BLOCK // 2)
+    elif SINGLE:  # walk this program's rows ROWS at a time, the dw/db partials in registers
         cols = tl.arange(0, BLOCK)
         col_ok = cols < n_cols
         dw = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
@@ -165,23 +210,16 @@ def _layernorm_bwd_kernel(X, W, DY, MEAN, RSTD, DX, DW_PARTIAL, DB_PARTIAL, stri
             rows64 = rows.to(tl.int64)[:, None]
             mean = tl.load(MEAN + rows, mask=row_ok, other=0.0)  # [ROWS]
             rstd = tl.load(RSTD + rows, mask=row_ok, other=0.0)
-            x_ptrs = X + rows64 * stride_x + cols[None, :]
-            dy_ptrs = DY + rows64 * stride_dy + cols[None, :]
-            xhat = tl.where(mask, (tl.load(x_ptrs, mask=mask, other=0.0).to(tl.float32) - mean[:, None]) *
-                            rstd[:, None], 0.0)
-            dy = tl.load(dy_ptrs, mask=mask, other=0.0).to(tl.float32)
+            xhat = tl.where(mask, (tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=0.0)
+                                   .to(tl.float32) - mean[:, None]) * rstd[:, None], 0.0)
+            dy = tl.load(DY + rows64 * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
             dw += dy * xhat  # the partials first, so dy dies into g (registers are the limit at 16K-wide rows)
             db += dy
             g = dy * tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]  # w from L1 each step
-            c1, c2 = tl.reduce((g, g * xhat), 1, _sum_pair)  # [ROWS] each, in one block reduction
-            if RELOAD:  # x, dy and w again, from L1 (read just now), so none stays live across the reduction: at
-                # 16K-wide rows (16 warps, sm_90 offline) 288 B of spills a thread kept, 24 B reloaded. A cache
-                # modifier keeps the compiler from merging these loads with the first ones.
-                xhat = tl.where(mask, (tl.load(x_ptrs, mask=mask, other=0.0, cache_modifier=".ca").to(tl.float32)
-                                       - mean[:, None]) * rstd[:, None], 0.0)
-                g = (tl.load(dy_ptrs, mask=mask, other=0.0, cache_modifier=".ca").to(tl.float32)
-                     * tl.load(W + cols, mask=col_ok, other=0.0, cache_modifier=".ca").to(tl.float32)[None, :])
-            dx = rstd[:, None] * (g - (c1 / n_cols)[:, None] - xhat * (c2 / n_cols)[:, None])
+            # two reductions: one tuple reduction of both was 15-25% slower at 16K-wide rows (H200, session 16)
+            c1 = tl.sum(g, axis=1) / n_cols  # [ROWS]
+            c2 = tl.sum(g * xhat, axis=1) / n_cols
+            dx = rstd[:, None] * (g - c1[:, None] - xhat * c2[:, None])
             tl.store(DX + rows64 * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask)
         tl.store(dw_ptr + cols, tl.sum(dw, axis=0), mask=col_ok)
         tl.store(db_ptr + cols, tl.sum(db, axis=0), mask=col_ok)
@@ -220,7 +258,8 @@ def layernorm_bwd(dy, x, w, mean, rstd) -> tuple[torch.Tensor, torch.Tensor, tor
     programs, rows_per_program = reduction_programs(n_rows, x.device)
     partials = torch.empty(2, programs, n_cols, dtype=torch.float32, device=x.device)  # [dw | db, programs, dim]
     if n_rows:
-        _layernorm_bwd_kernel[(programs,)](x2, w, dy2, mean, rstd, dx, partials[0], partials[1], x2.stride(0),
+        grid = lambda meta: (programs * (2 if meta["SPLIT"] else 1),)  # noqa: E731
+        _layernorm_bwd_kernel[grid](x2, w, dy2, mean, rstd, dx, partials[0], partials[1], x2.stride(0),
                                            dy2.stride(0), dx.stride(0), n_rows, n_cols, rows_per_program,
                                            BLOCK=block, SINGLE=single)
     else:

@@ -72,20 +72,22 @@ def _backward(kernel, x, w, dy, stats, stages, n_partials=1, rows_per_program=3,
     programs = -(-n_rows // rows_per_program)
     dx = torch.empty_like(x)
     partials = [torch.full((programs, n_cols), float("nan")) for _ in range(n_partials)]  # every row written
-    kernel.fn[(programs,)](x, w, dy, *stats, dx, *partials, x.stride(0), dy.stride(0), dx.stride(0), n_rows, n_cols,
+    kernel.fn[(programs * (2 if extra.get("SPLIT") else 1),)](x, w, dy, *stats, dx, *partials, x.stride(0), dy.stride(0), dx.stride(0), n_rows, n_cols,
                            rows_per_program, BLOCK=block, SINGLE=single, ROWS=rows, STAGES=stages, num_warps=4,
                            **extra)
     return dx, [p.sum(0) for p in partials]
 
 
-@pytest.mark.parametrize("stages,chunk,rows", [(1, 0, 2), (3, 0, 2), (1, 16, 1), (1, 16, 2)])
-def test_rmsnorm_backward_every_stages_path(x, stages, chunk, rows):
+@pytest.mark.parametrize("stages,chunk,rows,split", [(1, 0, 2, False), (3, 0, 2, False), (1, 0, 1, True),
+                                                      (1, 16, 1, False), (1, 16, 2, False)])
+def test_rmsnorm_backward_every_stages_path(x, stages, chunk, rows, split):
     """STAGES 1 plain, 3 tl.range pipelining, and rows walked in 16-wide chunks as rows longer than a block are
-    (45 columns: two full chunks and a partial one), one or two rows a step (3 rows a program: a partial pair):
-    same dx and dw."""
+    (45 columns: two full chunks and a partial one), one or two rows a step (3 rows a program: a partial pair);
+    SPLIT: two programs a row range, each owning half the columns (45 of a 64-wide block: the second half partly
+    masked): same dx and dw."""
     w, dy = torch.rand(N_COLS) + 0.5, torch.randn_like(x)
     rstd = torch.rsqrt(x.pow(2).mean(-1) + 1e-6)
-    dx, (dw,) = _backward(RN._rmsnorm_bwd_kernel, x, w, dy, (rstd,), stages, rows=rows, chunk=chunk)
+    dx, (dw,) = _backward(RN._rmsnorm_bwd_kernel, x, w, dy, (rstd,), stages, rows=rows, chunk=chunk, SPLIT=split)
     xr = x.double().requires_grad_()
     wr = w.double().requires_grad_()
     (xr * torch.rsqrt(xr.pow(2).mean(-1, keepdim=True) + 1e-6) * wr).backward(dy.double())
@@ -93,14 +95,15 @@ def test_rmsnorm_backward_every_stages_path(x, stages, chunk, rows):
     torch.testing.assert_close(dw.double(), wr.grad, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("stages,chunk,rows,reload", [(1, 0, 2, False), (3, 0, 2, False), (1, 0, 2, True),
-                                                       (1, 0, 1, True), (1, 16, 1, False), (1, 16, 2, False)])
-def test_layernorm_backward_every_stages_path(x, stages, chunk, rows, reload):
-    """As rmsnorm's, and RELOAD: x, dy and w read again for dx instead of kept in registers."""
+@pytest.mark.parametrize("stages,chunk,rows,split", [(1, 0, 2, False), (3, 0, 2, False), (1, 0, 1, True),
+                                                      (1, 16, 1, False), (1, 16, 2, False)])
+def test_layernorm_backward_every_stages_path(x, stages, chunk, rows, split):
+    """As rmsnorm's, and SPLIT: two programs a row range, each owning half the columns (45 of a 64-wide block: the
+    second half partly masked) and reading the other half for the row sums."""
     w, dy = torch.rand(N_COLS) + 0.5, torch.randn_like(x)
     mean, rstd = x.mean(-1), torch.rsqrt(x.var(-1, unbiased=False) + 1e-5)
     dx, (dw, db) = _backward(LN._layernorm_bwd_kernel, x, w, dy, (mean, rstd), stages, n_partials=2, rows=rows,
-                               chunk=chunk, RELOAD=reload)
+                               chunk=chunk, SPLIT=split)
     xr, wr, br = (t.double().requires_grad_() for t in (x, w, torch.zeros(N_COLS)))
     torch.nn.functional.layer_norm(xr, (N_COLS,), wr, br, 1e-5).backward(dy.double())
     torch.testing.assert_close(dx.double(), xr.grad, rtol=1e-4, atol=1e-5)
@@ -111,7 +114,8 @@ def test_layernorm_backward_every_stages_path(x, stages, chunk, rows, reload):
 def test_autotune_prune_holds_rows_that_fit_a_block_whole():
     """On a GPU every config the prune keeps holds 16 or 32 elements of its tile a thread; several rows a tile and
     pipelining only for rows that fit a block (16K-wide rows: one row, 16 or 32 warps)."""
-    from kernels._rows import RELOAD_INPUTS as RELOAD, SCALAR_STATS as SCALAR, _sensible, gpu_configs
+    from kernels._rows import RELOAD_INPUTS as RELOAD, SCALAR_STATS as SCALAR, SPLIT_COLUMNS as SPLIT, _sensible, \
+        gpu_configs
 
     def kept(block, single):
         return sorted((c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"])
@@ -125,9 +129,11 @@ def test_autotune_prune_holds_rows_that_fit_a_block_whole():
                                          SINGLE=single)
                       if c.kwargs[option.name])
 
-    # layernorm's RELOAD only for one whole 16K row a step; softmax's SCALAR only for rows longer than a block
-    assert with_option(RELOAD, 16384, True) == [(1, 16, 1), (1, 32, 1)]
-    assert with_option(RELOAD, 4096, True) == [] == with_option(RELOAD, 16384, False)
+    # layernorm's RELOAD and SPLIT only for one whole 16K row a step; softmax's SCALAR only for rows longer than
+    # a block
+    for option in (RELOAD, SPLIT):
+        assert with_option(option, 16384, True) == [(1, 16, 1), (1, 32, 1)]
+        assert with_option(option, 4096, True) == [] == with_option(option, 16384, False)
     assert with_option(SCALAR, 16384, False) == [(1, 16, 1), (1, 16, 3), (1, 32, 1), (1, 32, 3)]
     assert with_option(SCALAR, 16384, True) == [] == with_option(SCALAR, 4096, True)
     for block in (1024, 4096):
