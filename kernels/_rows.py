@@ -58,9 +58,7 @@ def _whole_wide_row(block, single, stages):  # one whole 16K-wide row a step, un
     return single and block >= 16384 and stages == 1
 
 
-# layernorm forward: read x again (from L1) for the output instead of keeping it live across the variance's reduction
-RELOAD_INPUTS = Option("RELOAD", _whole_wide_row)
-# layernorm backward: two programs a row range, each owning half the columns (measured on an H200, session 16)
+# the norm backwards: two programs a row range, each owning half the columns (measured on an H200, session 16)
 SPLIT_COLUMNS = Option("SPLIT", _whole_wide_row)
 # softmax: rows longer than a block keep their running max and sum as scalars (a block reduction a chunk) instead
 # of a lane each (2 x BLOCK registers' worth): two programs an SM instead of one
