@@ -20,7 +20,10 @@ def _layernorm_fwd_tile(X, W, B, Y, MEAN, RSTD, tile, stride_x, stride_y, n_rows
                         ROWS: tl.constexpr):
     """Rows [tile * ROWS, tile * ROWS + ROWS) held in registers as one [ROWS, BLOCK] tile. (Reading x again from L1
     for the output, so fewer registers stay live, 84 -> 60 at 16K-wide rows and 16 warps, sm_90 offline, was no
-    faster on an H200: 25.1 vs 25.4 us at 1024 x 16384, and 1134 vs 1080 at 65536 x 16384, session 16.)"""
+    faster on an H200: 25.1 vs 25.4 us at 1024 x 16384, and 1134 vs 1080 at 65536 x 16384, session 16. Nor was
+    walking a 16K-wide row in 2048- or 4096-wide chunks with a Welford mean and variance a lane, merged once at
+    the end, as Inductor's looped reductions do: 30-40 registers, and the autotuner took whole rows at every
+    16K-wide point, bf16 and fp32.)"""
     rows = tile * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK)
     row_ok = rows < n_rows
