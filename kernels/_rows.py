@@ -48,11 +48,10 @@ def _sensible(configs, named_args, long_stages=False, option=None, **kwargs):
 
 
 class Option:
-    """A kernel's constexpr the autotuner tries at each of `values` (the first, falsy, is off), the others only
-    where applies(BLOCK, SINGLE, STAGES) holds."""
+    """A kernel's boolean constexpr the autotuner tries both ways, where applies(BLOCK, SINGLE, STAGES) holds."""
 
-    def __init__(self, name: str, applies, values=(False, True)):
-        self.name, self.applies, self.values = name, applies, values
+    def __init__(self, name: str, applies):
+        self.name, self.applies = name, applies
 
 
 def _whole_wide_row(block, single, stages):  # one whole 16K-wide row a step, unpipelined: registers are the limit
@@ -61,9 +60,6 @@ def _whole_wide_row(block, single, stages):  # one whole 16K-wide row a step, un
 
 # the norm backwards: two programs a row range, each owning half the columns (measured on an H200, session 16)
 SPLIT_COLUMNS = Option("SPLIT", _whole_wide_row)
-# layernorm forward: walk a 16K-wide row in chunks of LANES columns, its statistics a lane each (Welford), reduced
-# once at the end, as Inductor's looped reductions do, instead of holding it whole (LANES 0)
-LANE_CHUNKS = Option("LANES", _whole_wide_row, values=(0, 2048, 4096))
 # softmax: rows longer than a block keep their running max and sum as scalars (a block reduction a chunk) instead
 # of a lane each (2 x BLOCK registers' worth): two programs an SM instead of one
 SCALAR_STATS = Option("SCALAR", lambda block, single, stages: not single)
@@ -76,8 +72,7 @@ def tuned_rows(key: tuple[str, ...] = ("n_cols", "n_rows"), long_stages: bool = 
     option off, so the tests exercise the row masks and the persistent loops (tests/test_row_kernels.py launches
     the other paths)."""
     if INTERPRETED:
-        configs = [triton.Config({"ROWS": 2, "STAGES": 3, **({option.name: option.values[0]} if option else {})},
-                                 num_warps=4)]
+        configs = [triton.Config({"ROWS": 2, "STAGES": 3, **({option.name: False} if option else {})}, num_warps=4)]
     else:
         configs = gpu_configs(option)
     prune = functools.partial(_sensible, long_stages=long_stages, option=option)
@@ -90,7 +85,7 @@ def gpu_configs(option: Option | None = None) -> list:
     per shape)."""
     return [triton.Config({"ROWS": r, "STAGES": s, **({option.name: on} if option else {})}, num_warps=w)
             for r in (1, 2, 4, 8, 16) for w in (1, 2, 4, 8, 16, 32) for s in (1, 3)
-            for on in (option.values if option else (False,))]
+            for on in ((False, True) if option else (False,))]
 
 
 PERSISTENT_PER_SM = 4  # programs per SM of the pipelined (STAGES > 1) row-parallel kernels

@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import (LANE_CHUNKS, SPLIT_COLUMNS, as_rows, reduction_programs, row_block, row_grid,
+from kernels._rows import (SPLIT_COLUMNS, as_rows, reduction_programs, row_block, row_grid,
                            sum_partials, tuned_rows)
 
 
@@ -78,53 +78,11 @@ def _layernorm_fwd_chunked(X, W, B, Y, MEAN, RSTD, tile, stride_x, stride_y, n_r
     tl.store(RSTD + rows, rstd, mask=row_ok)
 
 
-@triton.jit
-def _welford_merge(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
-    """Two (mean, sum of squared deviations, count) summaries as one (Chan et al.)."""
-    n = n_a + n_b
-    frac = tl.where(n > 0, n_b / tl.maximum(n, 1.0), 0.0)
-    delta = mean_b - mean_a
-    return mean_a + delta * frac, m2_a + m2_b + delta * delta * n_a * frac, n
-
-
-@triton.jit
-def _layernorm_fwd_lanes(X, W, B, Y, MEAN, RSTD, row, stride_x, stride_y, n_cols, eps, C: tl.constexpr):
-    """One row in C-wide chunks, each lane keeping a running mean and squared deviations (Welford) of the columns
-    it sees, merged across lanes once at the end (no block reduction a chunk: loads stream); then the output,
-    x read again from L1/L2."""
-    x_row = X + row.to(tl.int64) * stride_x
-    y_row = Y + row.to(tl.int64) * stride_y
-    mean = tl.zeros([C], dtype=tl.float32)
-    m2 = tl.zeros([C], dtype=tl.float32)
-    count = tl.zeros([C], dtype=tl.float32)
-    for start in range(0, n_cols, C):
-        cols = start + tl.arange(0, C)
-        ok = cols < n_cols
-        x = tl.load(x_row + cols, mask=ok, other=0.0).to(tl.float32)
-        count += ok.to(tl.float32)
-        delta = x - mean
-        mean += tl.where(ok, delta / tl.maximum(count, 1.0), 0.0)
-        m2 += tl.where(ok, delta * (x - mean), 0.0)
-    mean_r, m2_r, _ = tl.reduce((mean, m2, count), 0, _welford_merge)
-    rstd = 1.0 / tl.sqrt(m2_r / n_cols + eps)
-    for start in range(0, n_cols, C):
-        cols = start + tl.arange(0, C)
-        ok = cols < n_cols
-        x = tl.load(x_row + cols, mask=ok, other=0.0).to(tl.float32)
-        w = tl.load(W + cols, mask=ok, other=0.0).to(tl.float32)
-        b = tl.load(B + cols, mask=ok, other=0.0).to(tl.float32)
-        tl.store(y_row + cols, ((x - mean_r) * rstd * w + b).to(Y.dtype.element_ty), mask=ok)
-    tl.store(MEAN + row, mean_r)
-    tl.store(RSTD + row, rstd)
-
-
-@tuned_rows(option=LANE_CHUNKS)
+@tuned_rows()
 @triton.jit
 def _layernorm_fwd_kernel(X, W, B, Y, MEAN, RSTD, stride_x, stride_y, n_rows, n_cols, eps, BLOCK: tl.constexpr,
-                          SINGLE: tl.constexpr, ROWS: tl.constexpr, STAGES: tl.constexpr, LANES: tl.constexpr):
-    if LANES:  # one row a program (ROWS is 1 where this applies), in LANES-wide chunks
-        _layernorm_fwd_lanes(X, W, B, Y, MEAN, RSTD, tl.program_id(0), stride_x, stride_y, n_cols, eps, LANES)
-    elif SINGLE and STAGES == 1:  # one tile a program (straight-line code, as rmsnorm's)
+                          SINGLE: tl.constexpr, ROWS: tl.constexpr, STAGES: tl.constexpr):
+    if SINGLE and STAGES == 1:  # one tile a program (straight-line code, as rmsnorm's)
         _layernorm_fwd_tile(X, W, B, Y, MEAN, RSTD, tl.program_id(0), stride_x, stride_y, n_rows, n_cols, eps, BLOCK,
                             ROWS)
     elif SINGLE:  # tiles program, program + programs, ... pipelined (see row_grid)

@@ -36,13 +36,11 @@ def test_rmsnorm_forward_one_tile_a_program(x, path):
     torch.testing.assert_close(y.double(), x.double() * ref_rstd[:, None] * w.double(), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("path", FORWARD_PATHS + [dict(rows=1, LANES=8)])
+@pytest.mark.parametrize("path", FORWARD_PATHS)
 def test_layernorm_forward_one_tile_a_program(x, path):
     """Rows offset by 1000: fp32 rounding of x - mean alone costs ~1e-4 here, while a variance taken as a sum of
     squares minus the squared mean would be off by ~6% (squares 1e6 times the variance); chunked, the variance
-    is merged chunk by chunk and stays within the 1e-3 tolerance. LANES: 8-wide chunks of the 64-wide block (the
-    last one partial), a running mean a lane, merged at the end."""
-    path = {"LANES": 0, **path}
+    is merged chunk by chunk and stays within the 1e-3 tolerance."""
     x = x + 1000.0
     w, b = torch.rand(N_COLS) + 0.5, torch.randn(N_COLS)
     y, mean, rstd = torch.empty_like(x), torch.empty(N_ROWS), torch.empty(N_ROWS)
@@ -115,8 +113,7 @@ def test_layernorm_backward_every_stages_path(x, stages, chunk, rows, split):
 def test_autotune_prune_holds_rows_that_fit_a_block_whole():
     """On a GPU every config the prune keeps holds 16 or 32 elements of its tile a thread; several rows a tile and
     pipelining only for rows that fit a block (16K-wide rows: one row, 16 or 32 warps)."""
-    from kernels._rows import LANE_CHUNKS as LANES, SCALAR_STATS as SCALAR, SPLIT_COLUMNS as SPLIT, _sensible, \
-        gpu_configs
+    from kernels._rows import SCALAR_STATS as SCALAR, SPLIT_COLUMNS as SPLIT, _sensible, gpu_configs
 
     def kept(block, single):
         return sorted((c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"])
@@ -130,11 +127,9 @@ def test_autotune_prune_holds_rows_that_fit_a_block_whole():
                                          SINGLE=single)
                       if c.kwargs[option.name])
 
-    # the norm backwards' SPLIT and layernorm's LANES only for one whole 16K row a step; softmax's SCALAR only for
-    # rows longer than a block
-    for option in (SPLIT, LANES):  # (LANES: 2048- and 4096-wide chunks)
-        assert with_option(option, 16384, True) == sorted([(1, 16, 1), (1, 32, 1)] * (len(option.values) - 1))
-        assert with_option(option, 4096, True) == [] == with_option(option, 16384, False)
+    # the norm backwards' SPLIT only for one whole 16K row a step; softmax's SCALAR only for rows longer than a block
+    assert with_option(SPLIT, 16384, True) == [(1, 16, 1), (1, 32, 1)]
+    assert with_option(SPLIT, 4096, True) == [] == with_option(SPLIT, 16384, False)
     assert with_option(SCALAR, 16384, False) == [(1, 16, 1), (1, 16, 3), (1, 32, 1), (1, 32, 3)]
     assert with_option(SCALAR, 16384, True) == [] == with_option(SCALAR, 4096, True)
     for block in (1024, 4096):
