@@ -88,6 +88,15 @@ def gpu_configs(option: Option | None = None) -> list:
             for on in ((False, True) if option else (False,))]
 
 
+@triton.jit
+def column_halves(half, HALF: tl.constexpr, n_cols):
+    """(own, other, own_ok, other_ok): the columns of half `half` (0 or 1) of a 2 * HALF block, those of the
+    other half, and their masks, for the norm backwards' SPLIT programs."""
+    own = half * HALF + tl.arange(0, HALF)
+    other = (1 - half) * HALF + tl.arange(0, HALF)
+    return own, other, own < n_cols, other < n_cols
+
+
 PERSISTENT_PER_SM = 4  # programs per SM of the pipelined (STAGES > 1) row-parallel kernels
 
 

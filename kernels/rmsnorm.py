@@ -11,7 +11,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import SPLIT_COLUMNS, as_rows, reduction_programs, row_block, row_grid, sum_partials, tuned_rows
+from kernels._rows import (SPLIT_COLUMNS, as_rows, column_halves, reduction_programs, row_block, row_grid,
+                           sum_partials, tuned_rows)
 
 
 @triton.jit
@@ -111,11 +112,9 @@ def _rmsnorm_bwd_half(X, W, DY, RSTD, DX, dw_ptr, stride_x, stride_dy, stride_dx
                       HALF: tl.constexpr):
     """One of two programs on rows [first, last), one row a step, owning columns [half * HALF, half * HALF + HALF)
     and reading the other half first for the row's sum, as layernorm's (_layernorm_bwd_half): twice the programs
-    for the same partial rows where rows are few (1024 x 16384: one program an SM)."""
-    own = half * HALF + tl.arange(0, HALF)
-    other = (1 - half) * HALF + tl.arange(0, HALF)
-    own_ok = own < n_cols
-    other_ok = other < n_cols
+    for the same partial rows. Offered at 16K-wide rows; on an H200 (bf16, session 16) the autotuner kept the
+    one-program loop at every point, 1024 x 16384 (one program an SM) included."""
+    own, other, own_ok, other_ok = column_halves(half, HALF, n_cols)
     dw = tl.zeros([HALF], dtype=tl.float32)
     x_row = X + first.to(tl.int64) * stride_x  # 64-bit: rows * stride can pass 2^31
     dy_row = DY + first.to(tl.int64) * stride_dy
