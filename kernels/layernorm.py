@@ -150,7 +150,7 @@ def _layernorm_bwd_half(X, W, DY, MEAN, RSTD, DX, dw_ptr, db_ptr, stride_x, stri
     (their dx and dw/db partials) and reads the other half too, first, for the row's sums; its partner, launched
     next to it, reads the same row, so one of the two reads of each half is an L2 hit. A thread holds half the
     accumulators of the one-program loop: at 16K-wide rows that loop spilled (288 B a thread at 16 warps, sm_90
-    offline) and this one does not (123 registers); on an H200 (bf16, session 16) 59 / 197 / 734 us against
+    offline) and this one does not (117 registers); on an H200 (bf16, session 16) 59 / 197 / 734 us against
     69-73 / 239-250 / 892-938 at 1024 / 4096 / 16384 rows."""
     own, other, own_ok, other_ok = column_halves(half, HALF, n_cols)
     dw = tl.zeros([HALF], dtype=tl.float32)
