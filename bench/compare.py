@@ -80,6 +80,27 @@ def judge_pair(base: list[float], cur: list[float], threshold: float, alpha: flo
     return "same", info
 
 
+def _settings(config: str) -> dict[str, str]:
+    """"ROWS=4 STAGES=3 warps=8" -> {"ROWS": "4", "STAGES": "3", "warps": "8"}."""
+    return dict(part.split("=", 1) for part in config.split() if "=" in part)
+
+
+def config_change(base: object, cur: object) -> str:
+    """What the autotuner chose differently for a case, from the rows' `kernel_configs`: "autotuner:
+    _kernel warps 4->8" per kernel that ran on both sides, only the settings that differ (one present on a side
+    only, a newly added option, counts where it is on: not False or 0); "" when nothing did."""
+    base = base if isinstance(base, dict) else {}
+    cur = cur if isinstance(cur, dict) else {}
+    changes = []
+    for kernel in sorted(set(base) & set(cur)):
+        b, c = _settings(base[kernel]), _settings(cur[kernel])
+        moved = [f"{k} {b.get(k, 'none')}->{c.get(k, 'none')}" for k in sorted(set(b) | set(c))
+                 if b.get(k) != c.get(k) and (k in b and k in c or (b.get(k) or c.get(k)) not in ("False", "0"))]
+        if moved:
+            changes.append(f"{kernel} " + ", ".join(moved))
+    return "autotuner: " + "; ".join(changes) if changes else ""
+
+
 def compare_frames(base: pd.DataFrame, cur: pd.DataFrame, threshold: float = 0.05, alpha: float = 0.01) -> list[Verdict]:
     b, c = _last(base), _last(cur)
     out: list[Verdict] = []
@@ -110,6 +131,7 @@ def compare_frames(base: pd.DataFrame, cur: pd.DataFrame, threshold: float = 0.0
                 v.verdict, info = judge_pair(bs, cs, threshold, alpha)
                 for k, val in info.items():
                     setattr(v, k, val)
+                v.note = config_change(br.get("kernel_configs"), cr.get("kernel_configs"))
         out.append(v)
     return out
 

@@ -126,3 +126,19 @@ def test_export_loads_in_pytest_benchmark_compare(tmp_path):
                          text=True, timeout=120, cwd=tmp_path)
     assert cmp.returncode == 0, cmp.stdout + cmp.stderr
     assert "rmsnorm[a-fwd-fp32-tokens=8,dim=8]" in cmp.stdout
+
+
+def test_note_names_what_the_autotuner_chose_differently(tmp_path):
+    """A timed pair whose rows name different autotuner configs says which settings moved; an option added since
+    (absent on the base side) counts only where it is on; unchanged configs, and kernels on one side only, say
+    nothing."""
+    rng = np.random.default_rng(3)
+    b_cfg = {"_k": "ROWS=4 STAGES=3 warps=4 stages=3", "_old": "BM=64 warps=4"}
+    base = [dict(row(i, draw(rng)), kernel_configs=b_cfg) for i in "abc"]
+    cur = [dict(row("a", draw(rng, 1.3)), kernel_configs={"_k": "ROWS=4 STAGES=3 SPLIT=False warps=8 stages=3"}),
+           dict(row("b", draw(rng)), kernel_configs={"_k": "ROWS=4 STAGES=3 SPLIT=True warps=4 stages=3"}),
+           dict(row("c", draw(rng)), kernel_configs=b_cfg)]
+    v = verdicts(tmp_path, base, cur)
+    assert v["a"].verdict == "slower" and v["a"].note == "autotuner: _k warps 4->8"
+    assert v["b"].note == "autotuner: _k SPLIT none->True"
+    assert v["c"].note == ""
