@@ -220,24 +220,46 @@ def _autotuners() -> list:
 
 
 def forget_autotune_choices() -> None:
-    """Clear each autotuned kernel's record of its last config, so that what a case ran can be told apart."""
+    """Clear each autotuned kernel's record of its last config and of the timings it chose by, so that what a case
+    ran (and whether it tuned) can be told apart."""
     for tuner in _autotuners():
         tuner.best_config = None
+        tuner.configs_timings = None
+
+
+def _config_text(config) -> str:
+    """"BM=128 BN=64 TMA=True warps=8 stages=3" for a triton.Config."""
+    parts = [f"{k}={v}" for k, v in config.kwargs.items()]
+    parts += [f"warps={config.num_warps}", f"stages={config.num_stages}"]
+    if getattr(config, "maxnreg", None):
+        parts.append(f"maxnreg={config.maxnreg}")
+    return " ".join(parts)
+
+
+def _median_ms(timing) -> float:
+    """The autotuner's timing of one config: a float, or [median, p20, p80] when it asked for quantiles."""
+    return float(timing[0] if isinstance(timing, (list, tuple)) else timing)
 
 
 def autotune_choices() -> dict:
     """{"kernel_configs": {kernel: "BM=128 BN=64 TMA=True warps=8 stages=3"}} for the autotuned kernels that ran
-    since `forget_autotune_choices` (each one's config for the last shape it ran), or {} when none did."""
-    chosen = {}
+    since `forget_autotune_choices` (each one's config for the last shape it ran), or {} when none did; and
+    {"autotune_ms": {kernel: {config: median ms}}}, fastest first, for those that benchmarked their candidates
+    in this case (a shape new to the process: a pick taken from the autotuner's cache has none), so a pick can be
+    checked against what the autotuner measured."""
+    chosen, timings = {}, {}
     for tuner in _autotuners():
         config = getattr(tuner, "best_config", None)
         if config is not None:
-            parts = [f"{k}={v}" for k, v in config.kwargs.items()]
-            parts += [f"warps={config.num_warps}", f"stages={config.num_stages}"]
-            if getattr(config, "maxnreg", None):
-                parts.append(f"maxnreg={config.maxnreg}")
-            chosen[tuner.fn.__name__] = " ".join(parts)
-    return {"kernel_configs": dict(sorted(chosen.items()))} if chosen else {}
+            chosen[tuner.fn.__name__] = _config_text(config)
+            measured = getattr(tuner, "configs_timings", None)
+            if measured:
+                timings[tuner.fn.__name__] = {_config_text(c): _median_ms(t) for c, t in
+                                              sorted(measured.items(), key=lambda item: _median_ms(item[1]))}
+    out = {"kernel_configs": dict(sorted(chosen.items()))} if chosen else {}
+    if timings:
+        out["autotune_ms"] = dict(sorted(timings.items()))
+    return out
 
 
 def first_line(e: BaseException) -> str:

@@ -31,7 +31,8 @@ TABLE_COLUMNS = [
     ("rel_err", "rel err"), ("tol", "tol"), ("peak_mem_bytes", "peak MB"),
     ("predicted_mem_bytes", "predicted MB"), ("predicted_comm_ms", "comm ms (pred.)"), ("comm_ms", "comm ms (meas.)"),
     ("comm_share", "comm % of step"), ("exposed_comm_share", "exposed comm %"), ("compile_s", "compile s"),
-    ("timer", "timer"), ("kernel_configs", "kernel configs"), ("reason", "reason / note"),
+    ("timer", "timer"), ("kernel_configs", "kernel configs"), ("autotune_ms", "autotuner margin"),
+    ("reason", "reason / note"),
 ]
 
 
@@ -48,6 +49,8 @@ def _fmt(col: str, v) -> str:
         return ""
     if col == "kernel_configs":  # {kernel: config} the autotuner chose
         return "; ".join(f"{k}: {c}" for k, c in v.items()) if isinstance(v, dict) else str(v)
+    if col == "autotune_ms":  # {kernel: {config: ms}} fastest first: how close the pick was
+        return "; ".join(_margin(k, t) for k, t in v.items()) if isinstance(v, dict) else str(v)
     if col in ("median_ms", "p20_ms", "p80_ms", "predicted_ms", "cpu_ms", "predicted_comm_ms", "comm_ms"):
         return f"{v:.4g}"
     if col in ("comm_share", "exposed_comm_share"):
@@ -65,6 +68,15 @@ def _fmt(col: str, v) -> str:
     return str(v)
 
 
+def _margin(kernel: str, timings: dict) -> str:
+    """"_k: 8 tried, runner-up +21%": how much slower the autotuner measured its second-best config (a few
+    percent: a pick that may differ from run to run)."""
+    ms = sorted(timings.values())
+    if len(ms) < 2 or not ms[0]:
+        return f"{kernel}: {len(ms)} tried"
+    return f"{kernel}: {len(ms)} tried, runner-up +{100 * (ms[1] / ms[0] - 1):.0f}%"
+
+
 def _sort_key(col: str, v):
     """A numeric key the page sorts by (strings sort as text)."""
     return float(v) if _num(v) and isinstance(v, (int, float, np.number)) else ""
@@ -72,7 +84,7 @@ def _sort_key(col: str, v):
 
 OPTIONAL = ["peak_tflops", "peak_gbps", "peak_comm_gbps", "math", "busbw_gbps", "backend", "launch_bound", "baseline",
             "predicted_mem_bytes", "peak_mem_bytes", "predicted_comm_ms", "comm_ms", "comm_share", "exposed_comm_share",
-            "late_samples", "kernel_configs"]
+            "late_samples", "kernel_configs", "autotune_ms"]
 
 
 def prepare(df: pd.DataFrame) -> pd.DataFrame:

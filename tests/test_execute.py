@@ -16,3 +16,27 @@ def test_rows_name_the_autotuned_config_each_kernel_ran_with():
     assert set(fwd["kernel_configs"]) == {"_rmsnorm_fwd_kernel"}
     eager = worker.measure(Case("rmsnorm", "eager", "fwd", point, "fp32"))
     assert eager["status"] == "ok" and "kernel_configs" not in eager
+    assert "autotune_ms" not in both  # the interpreter's autotuners have one config: nothing benchmarked
+
+
+def test_rows_carry_the_timings_the_autotuner_chose_by():
+    """Where an autotuner benchmarked its candidates in a case, the row has its median of each, fastest first;
+    the next case, taking the pick from the autotuner's cache, has the pick and no timings."""
+    import triton
+
+    from bench import execute
+    from kernels import rmsnorm as R
+
+    tuner = R._rmsnorm_fwd_kernel
+    four, eight = (triton.Config({"ROWS": 4, "STAGES": 1}, num_warps=w) for w in (4, 8))
+    execute.forget_autotune_choices()
+    assert execute.autotune_choices() == {}
+    tuner.best_config, tuner.configs_timings = eight, {four: [0.0226, 0.0220, 0.0231], eight: [0.0186, 0.018, 0.019]}
+    got = execute.autotune_choices()
+    assert got["kernel_configs"] == {"_rmsnorm_fwd_kernel": "ROWS=4 STAGES=1 warps=8 stages=3"}
+    assert list(got["autotune_ms"]["_rmsnorm_fwd_kernel"].items()) == [
+        ("ROWS=4 STAGES=1 warps=8 stages=3", 0.0186), ("ROWS=4 STAGES=1 warps=4 stages=3", 0.0226)]
+    execute.forget_autotune_choices()
+    tuner.best_config = four  # a cached pick: run() sets best_config without benchmarking
+    assert execute.autotune_choices() == {"kernel_configs": {"_rmsnorm_fwd_kernel": "ROWS=4 STAGES=1 warps=4 stages=3"}}
+    execute.forget_autotune_choices()
