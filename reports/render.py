@@ -70,11 +70,12 @@ def _fmt(col: str, v) -> str:
 
 def _margin(kernel: str, timings: dict) -> str:
     """"_k: 8 tried, runner-up +21%": how much slower the autotuner measured its second-best config (a few
-    percent: a pick that may differ from run to run)."""
-    ms = sorted(timings.values())
+    percent: a pick that may differ from run to run). A candidate that failed to run has no time (its inf is
+    stored as null)."""
+    ms = sorted(t for t in timings.values() if _num(t))
     if len(ms) < 2 or not ms[0]:
-        return f"{kernel}: {len(ms)} tried"
-    return f"{kernel}: {len(ms)} tried, runner-up +{100 * (ms[1] / ms[0] - 1):.0f}%"
+        return f"{kernel}: {len(timings)} tried"
+    return f"{kernel}: {len(timings)} tried, runner-up +{100 * (ms[1] / ms[0] - 1):.0f}%"
 
 
 def _sort_key(col: str, v):

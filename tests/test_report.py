@@ -226,7 +226,8 @@ def test_a_case_in_several_files_is_shown_once_the_newest(tmp_path):
         r["late_samples"] = 3  # samples the timer dropped because the host was late: a column when present
         r["kernel_configs"] = {"_rmsnorm_fwd_kernel": "ROWS=4 warps=8"}  # what the autotuner chose
         r["autotune_ms"] = {"_rmsnorm_fwd_kernel": {"ROWS=4 warps=8": 0.0200, "ROWS=4 warps=4": 0.0242,
-                                                    "ROWS=2 warps=4": 0.0300}}  # what it measured
+                                                    "ROWS=2 warps=4": 0.0300, "ROWS=8 warps=1": None}}
+        # what it measured (None: a candidate that failed, its inf stored as null)
     rmsnorm = [r for r in fixture_rows() if r["component"] == "rmsnorm"]
     paths = [str(write(tmp_path / "new.jsonl", newer)), str(write(tmp_path / "old.jsonl", rmsnorm))]
     df = prepare(results.load(paths))
@@ -234,4 +235,4 @@ def test_a_case_in_several_files_is_shown_once_the_newest(tmp_path):
     page = render(paths, tmp_path / "out").read_text()
     assert f"{len(rmsnorm)} older rows of the same cases left out" in page
     assert "<th" in page and "late samples" in page and "_rmsnorm_fwd_kernel: ROWS=4 warps=8" in page
-    assert "_rmsnorm_fwd_kernel: 3 tried, runner-up +21%" in page  # the autotuner's margin over its second pick
+    assert "_rmsnorm_fwd_kernel: 4 tried, runner-up +21%" in page  # the autotuner's margin over its second pick
