@@ -54,12 +54,9 @@ class Option:
         self.name, self.applies = name, applies
 
 
-def _whole_wide_row(block, single, stages):  # one whole 16K-wide row a step, unpipelined: registers are the limit
-    return single and block >= 16384 and stages == 1
-
-
-# the norm backwards: two programs a row range, each owning half the columns (measured on an H200, session 16)
-SPLIT_COLUMNS = Option("SPLIT", _whole_wide_row)
+# layernorm backward: two programs a row range, each owning half the columns, where registers are the limit: one
+# whole 16K-wide row a step, unpipelined (measured on an H200, session 16)
+SPLIT_COLUMNS = Option("SPLIT", lambda block, single, stages: single and block >= 16384 and stages == 1)
 # softmax: rows longer than a block keep their running max and sum as scalars (a block reduction a chunk) instead
 # of a lane each (2 x BLOCK registers' worth): two programs an SM instead of one
 SCALAR_STATS = Option("SCALAR", lambda block, single, stages: not single)
@@ -86,15 +83,6 @@ def gpu_configs(option: Option | None = None) -> list:
     return [triton.Config({"ROWS": r, "STAGES": s, **({option.name: on} if option else {})}, num_warps=w)
             for r in (1, 2, 4, 8, 16) for w in (1, 2, 4, 8, 16, 32) for s in (1, 3)
             for on in ((False, True) if option else (False,))]
-
-
-@triton.jit
-def column_halves(half, HALF: tl.constexpr, n_cols):
-    """(own, other, own_ok, other_ok): the columns of half `half` (0 or 1) of a 2 * HALF block, those of the
-    other half, and their masks, for the norm backwards' SPLIT programs."""
-    own = half * HALF + tl.arange(0, HALF)
-    other = (1 - half) * HALF + tl.arange(0, HALF)
-    return own, other, own < n_cols, other < n_cols
 
 
 PERSISTENT_PER_SM = 4  # programs per SM of the pipelined (STAGES > 1) row-parallel kernels

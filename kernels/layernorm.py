@@ -11,8 +11,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import (SPLIT_COLUMNS, as_rows, column_halves, reduction_programs, row_block, row_grid,
-                           sum_partials, tuned_rows)
+from kernels._rows import (SPLIT_COLUMNS, as_rows, reduction_programs, row_block, row_grid, sum_partials,
+                           tuned_rows)
 
 
 @triton.jit
@@ -152,7 +152,10 @@ def _layernorm_bwd_half(X, W, DY, MEAN, RSTD, DX, dw_ptr, db_ptr, stride_x, stri
     accumulators of the one-program loop: at 16K-wide rows that loop spilled (288 B a thread at 16 warps, sm_90
     offline) and this one does not (117 registers); on an H200 (bf16, session 16) 59 / 197 / 734 us against
     69-73 / 239-250 / 892-938 at 1024 / 4096 / 16384 rows."""
-    own, other, own_ok, other_ok = column_halves(half, HALF, n_cols)
+    own = half * HALF + tl.arange(0, HALF)
+    other = (1 - half) * HALF + tl.arange(0, HALF)
+    own_ok = own < n_cols
+    other_ok = other < n_cols
     dw = tl.zeros([HALF], dtype=tl.float32)
     db = tl.zeros([HALF], dtype=tl.float32)
     x_row = X + first.to(tl.int64) * stride_x  # 64-bit: rows * stride can pass 2^31
@@ -257,8 +260,8 @@ def layernorm_bwd(dy, x, w, mean, rstd) -> tuple[torch.Tensor, torch.Tensor, tor
     if n_rows:
         grid = lambda meta: (programs * (2 if meta["SPLIT"] else 1),)  # noqa: E731
         _layernorm_bwd_kernel[grid](x2, w, dy2, mean, rstd, dx, partials[0], partials[1], x2.stride(0),
-                                           dy2.stride(0), dx.stride(0), n_rows, n_cols, rows_per_program,
-                                           BLOCK=block, SINGLE=single)
+                                    dy2.stride(0), dx.stride(0), n_rows, n_cols, rows_per_program,
+                                    BLOCK=block, SINGLE=single)
     else:
         partials.zero_()
     dw, db = sum_partials(partials, w.dtype)

@@ -11,8 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import (SPLIT_COLUMNS, as_rows, column_halves, reduction_programs, row_block, row_grid,
-                           sum_partials, tuned_rows)
+from kernels._rows import as_rows, reduction_programs, row_block, row_grid, sum_partials, tuned_rows
 
 
 @triton.jit
@@ -107,50 +106,19 @@ def _rmsnorm_bwd_chunked(X, W, DY, RSTD, DX, dw_ptr, stride_x, stride_dy, stride
             tl.store(dw_ptr + cols, dw + tl.sum(dy * x * rstd[:, None], axis=0), mask=col_ok)
 
 
-@triton.jit
-def _rmsnorm_bwd_half(X, W, DY, RSTD, DX, dw_ptr, stride_x, stride_dy, stride_dx, first, last, n_cols, half,
-                      HALF: tl.constexpr):
-    """One of two programs on rows [first, last), one row a step, owning columns [half * HALF, half * HALF + HALF)
-    and reading the other half first for the row's sum, as layernorm's (_layernorm_bwd_half): twice the programs
-    for the same partial rows. Offered at 16K-wide rows; on an H200 (bf16, session 16) the autotuner kept the
-    one-program loop at every point, 1024 x 16384 (one program an SM) included."""
-    own, other, own_ok, other_ok = column_halves(half, HALF, n_cols)
-    dw = tl.zeros([HALF], dtype=tl.float32)
-    x_row = X + first.to(tl.int64) * stride_x  # 64-bit: rows * stride can pass 2^31
-    dy_row = DY + first.to(tl.int64) * stride_dy
-    dx_row = DX + first.to(tl.int64) * stride_dx
-    for row in range(first, last):
-        rstd = tl.load(RSTD + row)
-        s = tl.sum(tl.load(dy_row + other, mask=other_ok, other=0.0).to(tl.float32)
-                   * tl.load(W + other, mask=other_ok, other=0.0).to(tl.float32)
-                   * tl.load(x_row + other, mask=other_ok, other=0.0).to(tl.float32), axis=0)
-        xhat = tl.load(x_row + own, mask=own_ok, other=0.0).to(tl.float32) * rstd
-        dy = tl.load(dy_row + own, mask=own_ok, other=0.0).to(tl.float32)
-        dw += dy * xhat
-        g = dy * tl.load(W + own, mask=own_ok, other=0.0).to(tl.float32)
-        c = (s * rstd + tl.sum(g * xhat, axis=0)) / n_cols
-        tl.store(dx_row + own, (rstd * (g - xhat * c)).to(DX.dtype.element_ty), mask=own_ok)
-        x_row += stride_x
-        dy_row += stride_dy
-        dx_row += stride_dx
-    tl.store(dw_ptr + own, dw, mask=own_ok)
-
-
-@tuned_rows(option=SPLIT_COLUMNS)
+@tuned_rows()
 @triton.jit
 def _rmsnorm_bwd_kernel(X, W, DY, RSTD, DX, DW_PARTIAL, stride_x, stride_dy, stride_dx, n_rows, n_cols,
                         rows_per_program, BLOCK: tl.constexpr, SINGLE: tl.constexpr, ROWS: tl.constexpr,
-                        STAGES: tl.constexpr, SPLIT: tl.constexpr):
-    """Program p (with SPLIT, programs 2p and 2p + 1, see _rmsnorm_bwd_half) takes rows_per_program rows and
-    writes partial row p of dw."""
-    pid = tl.program_id(0) // 2 if SPLIT else tl.program_id(0)
+                        STAGES: tl.constexpr):
+    """Program p takes rows_per_program rows and writes partial row p of dw. (Layernorm's SPLIT, two programs a
+    row range each owning half the columns, was offered here too; on an H200, bf16, session 16, the autotuner
+    kept this loop at every 16K-wide point, 1024 x 16384 included.)"""
+    pid = tl.program_id(0)
     first = pid * rows_per_program
     last = tl.minimum(first + rows_per_program, n_rows)
     dw_ptr = DW_PARTIAL + pid.to(tl.int64) * n_cols
-    if SPLIT:
-        _rmsnorm_bwd_half(X, W, DY, RSTD, DX, dw_ptr, stride_x, stride_dy, stride_dx, first, last, n_cols,
-                          tl.program_id(0) % 2, BLOCK // 2)
-    elif SINGLE:  # walk this program's rows ROWS at a time, the dw partial in registers
+    if SINGLE:  # walk this program's rows ROWS at a time, the dw partial in registers
         cols = tl.arange(0, BLOCK)
         col_ok = cols < n_cols
         dw = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
@@ -202,8 +170,7 @@ def rmsnorm_bwd(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, rstd: torch.
     programs, rows_per_program = reduction_programs(n_rows, x.device)
     dw_partial = torch.empty(1, programs, n_cols, dtype=torch.float32, device=x.device)  # [1, programs, dim]
     if n_rows:
-        grid = lambda meta: (programs * (2 if meta["SPLIT"] else 1),)  # noqa: E731
-        _rmsnorm_bwd_kernel[grid](x2, w, dy2, rstd, dx, dw_partial, x2.stride(0), dy2.stride(0),
+        _rmsnorm_bwd_kernel[(programs,)](x2, w, dy2, rstd, dx, dw_partial, x2.stride(0), dy2.stride(0),
                                          dx.stride(0), n_rows, n_cols, rows_per_program,
                                          BLOCK=block, SINGLE=single)
     else:

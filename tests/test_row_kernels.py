@@ -71,22 +71,20 @@ def _backward(kernel, x, w, dy, stats, stages, n_partials=1, rows_per_program=3,
     programs = -(-n_rows // rows_per_program)
     dx = torch.empty_like(x)
     partials = [torch.full((programs, n_cols), float("nan")) for _ in range(n_partials)]  # every row written
-    kernel.fn[(programs * (2 if extra.get("SPLIT") else 1),)](x, w, dy, *stats, dx, *partials, x.stride(0), dy.stride(0), dx.stride(0), n_rows, n_cols,
-                           rows_per_program, BLOCK=block, SINGLE=single, ROWS=rows, STAGES=stages, num_warps=4,
-                           **extra)
+    grid = (programs * (2 if extra.get("SPLIT") else 1),)  # SPLIT: two programs a row range
+    kernel.fn[grid](x, w, dy, *stats, dx, *partials, x.stride(0), dy.stride(0), dx.stride(0), n_rows, n_cols,
+                    rows_per_program, BLOCK=block, SINGLE=single, ROWS=rows, STAGES=stages, num_warps=4, **extra)
     return dx, [p.sum(0) for p in partials]
 
 
-@pytest.mark.parametrize("stages,chunk,rows,split", [(1, 0, 2, False), (3, 0, 2, False), (1, 0, 1, True),
-                                                      (1, 16, 1, False), (1, 16, 2, False)])
-def test_rmsnorm_backward_every_stages_path(x, stages, chunk, rows, split):
+@pytest.mark.parametrize("stages,chunk,rows", [(1, 0, 2), (3, 0, 2), (1, 16, 1), (1, 16, 2)])
+def test_rmsnorm_backward_every_stages_path(x, stages, chunk, rows):
     """STAGES 1 plain, 3 tl.range pipelining, and rows walked in 16-wide chunks as rows longer than a block are
-    (45 columns: two full chunks and a partial one), one or two rows a step (3 rows a program: a partial pair);
-    SPLIT: two programs a row range, each owning half the columns (45 of a 64-wide block: the second half partly
-    masked): same dx and dw."""
+    (45 columns: two full chunks and a partial one), one or two rows a step (3 rows a program: a partial pair):
+    same dx and dw."""
     w, dy = torch.rand(N_COLS) + 0.5, torch.randn_like(x)
     rstd = torch.rsqrt(x.pow(2).mean(-1) + 1e-6)
-    dx, (dw,) = _backward(RN._rmsnorm_bwd_kernel, x, w, dy, (rstd,), stages, rows=rows, chunk=chunk, SPLIT=split)
+    dx, (dw,) = _backward(RN._rmsnorm_bwd_kernel, x, w, dy, (rstd,), stages, rows=rows, chunk=chunk)
     xr = x.double().requires_grad_()
     wr = w.double().requires_grad_()
     (xr * torch.rsqrt(xr.pow(2).mean(-1, keepdim=True) + 1e-6) * wr).backward(dy.double())
@@ -127,7 +125,7 @@ def test_autotune_prune_holds_rows_that_fit_a_block_whole():
                                          SINGLE=single)
                       if c.kwargs[option.name])
 
-    # the norm backwards' SPLIT only for one whole 16K row a step; softmax's SCALAR only for rows longer than a block
+    # layernorm's backward SPLIT only for one whole 16K row a step; softmax's SCALAR only for rows longer than a block
     assert with_option(SPLIT, 16384, True) == [(1, 16, 1), (1, 32, 1)]
     assert with_option(SPLIT, 4096, True) == [] == with_option(SPLIT, 16384, False)
     assert with_option(SCALAR, 16384, False) == [(1, 16, 1), (1, 16, 3), (1, 32, 1), (1, 32, 3)]
