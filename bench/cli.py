@@ -203,8 +203,15 @@ def run(suite_names, suite_opt, suites_file, device, impls, components, modes, w
         planned = [p for p in planned if p.case.component in components]
     if modes:
         planned = [p for p in planned if p.case.mode in modes]
-    if where:
-        planned = [p for p in planned if all(str(p.case.point.get(a)).lower() == v.lower() for a, v in where.items())]
+    for axis, value in where.items() if planned else ():
+        values = {str(p.case.point[axis]) for p in planned if axis in p.case.point}
+        if not values:
+            axes = sorted({a for p in planned for a in p.case.point})
+            _fail(f"--where {axis}={value}: no case left has an axis {axis!r}; axes: {', '.join(axes)}")
+        planned = [p for p in planned if str(p.case.point.get(axis)).lower() == value.lower()]
+        if not planned:
+            _fail(f"--where {axis}={value}: no case left has that value; {axis} values: "
+                  f"{', '.join(sorted(values, key=_natural))}")
     if not planned:
         _fail("nothing to run: the suites, --component, --mode, --where and --impl filters leave no case")
     label = "+".join(names)
@@ -261,6 +268,14 @@ def _run_with_progress(Runner, opts, planned, RunInterrupted, write_report=False
                 err.print(f"partial report not written: {exc}")
         sys.exit(130)
     return rows
+
+
+def _natural(value: str):
+    """Sort key: numbers by value, before words."""
+    try:
+        return (0, float(value), "")
+    except ValueError:
+        return (1, 0.0, value)
 
 
 def _point(point) -> str:

@@ -93,7 +93,9 @@ def test_run_filters_by_point_and_scopes_impl_names_to_the_suite(tmp_path):
     df = results.load(out2)
     assert list(df["impl"]) == ["naive"] and df.iloc[0]["point"]["seq"] == 12 and df.iloc[0]["status"] == "ok"
     for args, message in ((("--impl", "fsdp1"), "no component of suite(s) small"),
-                          (("--where", "tokens"), "AXIS=VALUE"), (("--where", "tokens=7"), "no case")):
+                          (("--where", "tokens"), "AXIS=VALUE"),
+                          (("--where", "tokens=7"), "no case left has that value; tokens values: 16, 33"),
+                          (("--where", "seq=7"), "no case left has an axis 'seq'; axes: dim, k, m, n, tokens")):
         proc = bench("run", "small", "--suites", str(suites), "--device", "cpu", "--out", str(tmp_path / "x.jsonl"),
                      *args, check=False)
         assert proc.returncode != 0 and message in proc.stderr + proc.stdout, args
