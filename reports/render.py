@@ -115,11 +115,16 @@ def prepare(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _baseline_impl(g: pd.DataFrame) -> str:
-    """The reference implementation rows name (eager when present), else the first impl seen."""
-    if "baseline" in g.columns and g["baseline"].notna().any():
-        return g["baseline"].dropna().iloc[0]
+    """The reference implementation rows name (else eager when present, else the first impl seen); where the
+    files hold no measured row of it (a sweep of sdpa and triton alone), the impl measured at the most points,
+    so the speedups still compare the impls that ran."""
     impls = list(dict.fromkeys(g["impl"]))
-    return "eager" if "eager" in impls else impls[0]
+    named = g["baseline"].dropna() if "baseline" in g.columns else []
+    base = named.iloc[0] if len(named) else ("eager" if "eager" in impls else impls[0])
+    measured = g.loc[(g["status"] == "ok") & g["median_ms"].notna(), "impl"].value_counts()
+    if measured.empty or base in measured.index:
+        return base
+    return min(measured.index, key=lambda impl: (-measured[impl], impl))
 
 
 def _colors(impls) -> dict:
@@ -179,25 +184,40 @@ def roofline_chart(g: pd.DataFrame, colors: dict, device: str) -> dict:
     return fig.to_plotly_json()
 
 
+def _varying_labels(points: list) -> tuple[str, list[str]]:
+    """(the axes every point shares, "batch=8,heads=16"; each point named by the axes that differ): a sweep's
+    tick labels then read "seq=4096,head_dim=128" instead of repeating batch, heads and causal at every tick."""
+    dicts = [p if isinstance(p, dict) else {} for p in points]
+    keys = list(dict.fromkeys(k for p in dicts for k in p))
+    same = [k for k in keys if all(k in p for p in dicts) and len({str(p[k]) for p in dicts}) == 1]
+    if len(points) < 2 or not same or len(same) == len(keys):
+        return "", [_point_label(p) for p in points]
+    fixed = ",".join(f"{k}={dicts[0][k]}" for k in same)
+    return fixed, [",".join(f"{k}={v}" for k, v in p.items() if k not in same) for p in dicts]
+
+
 def shape_charts(g: pd.DataFrame, colors: dict) -> list[dict]:
     """Per (device, mode, dtype): time vs shape and speedup over the reference impl, one line per impl."""
     out = []
     ok = g[(g["status"] == "ok") & g["median_ms"].notna()]
     for (device, mode, dtype), s in ok.groupby(["device", "mode", "dtype"], sort=False):
-        order = s.drop_duplicates("point_label").sort_values("size")["point_label"].tolist()
+        points = s.drop_duplicates("point_label").sort_values("size")
+        order = points["point_label"].tolist()
+        fixed, short = _varying_labels(points["point"].tolist())
+        ticks = dict(zip(order, short))
         time_fig, speed_fig = go.Figure(), go.Figure()
         for impl, t in s.groupby("impl"):
             t = t.set_index("point_label").reindex(order)
             hover = [html.escape(f"{impl} {p}") + (f"<br>{m:.4g} ms" if _num(m) else "") for p, m in zip(order, t["median_ms"])]
-            time_fig.add_trace(go.Scatter(x=order, y=t["median_ms"], mode="lines+markers", name=html.escape(impl),
+            time_fig.add_trace(go.Scatter(x=[ticks[p] for p in order], y=t["median_ms"], mode="lines+markers", name=html.escape(impl),
                                           line=dict(color=colors[impl]), text=hover, hovertemplate="%{text}<extra></extra>",
                                           error_y=dict(type="data", symmetric=False, array=(t["p80_ms"] - t["median_ms"]),
                                                        arrayminus=(t["median_ms"] - t["p20_ms"]), thickness=1, width=3)))
-            speed_fig.add_trace(go.Scatter(x=order, y=t["speedup"], mode="lines+markers", name=html.escape(impl),
+            speed_fig.add_trace(go.Scatter(x=[ticks[p] for p in order], y=t["speedup"], mode="lines+markers", name=html.escape(impl),
                                            line=dict(color=colors[impl]), text=hover,
                                            hovertemplate="%{text}<br>%{y:.2f}x<extra></extra>"))
         base = s["baseline_impl"].iloc[0]
-        title = f"{mode}, {dtype} on {device}"
+        title = f"{mode}, {dtype} on {device}" + (f" ({fixed})" if fixed else "")
         lt = _layout("Time per call", "shape (ordered by work)", "median time (ms, log; bars p20-p80)", ylog=True)
         ls = _layout(f"Speedup over {html.escape(base)}", "shape (ordered by work)", f"speedup over {html.escape(base)} (x)")
         for lay in (lt, ls):

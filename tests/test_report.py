@@ -236,3 +236,34 @@ def test_a_case_in_several_files_is_shown_once_the_newest(tmp_path):
     assert f"{len(rmsnorm)} older rows of the same cases left out" in page
     assert "<th" in page and "late samples" in page and "_rmsnorm_fwd_kernel: ROWS=4 warps=8" in page
     assert "_rmsnorm_fwd_kernel: 4 tried, runner-up +21%" in page  # the autotuner's margin over its second pick
+
+
+def test_speedups_fall_back_to_an_impl_that_ran_and_ticks_name_only_the_axes_that_vary(tmp_path):
+    """A sweep without the component's reference (attention's naive) still gets speedups, over the impl measured
+    at the most points; tick labels leave out the axes every point of a panel shares (the panel title names
+    them)."""
+    from reports.render import _varying_labels, prepare
+
+    rows = []
+    for impl, n_points in (("triton", 3), ("sdpa", 3), ("compile", 2)):
+        for seq in (256, 1024, 4096)[:n_points]:
+            med = seq / 1e4 * {"triton": 1.0, "sdpa": 2.0, "compile": 4.0}[impl]
+            rows.append({"run_id": "r", "time": "2026-11-30T10:00:00+00:00", "suite": "attention",
+                         "component": "attention", "impl": impl, "mode": "fwd",
+                         "point": {"batch": 8, "heads": 16, "seq": seq, "head_dim": 64, "causal": True},
+                         "dtype": "bf16", "device": "NVIDIA H200", "status": "ok", "median_ms": med,
+                         "p20_ms": med, "p80_ms": med, "flops": 1e9 * seq, "bytes": 1e6 * seq, "baseline": "naive"})
+    path = write(tmp_path / "sweep.jsonl", rows)
+    df = prepare(results.load([str(path)]))
+    assert set(df["baseline_impl"]) == {"sdpa"}  # naive never ran; sdpa and triton ran at 3 points, sdpa first by name
+    speed = df.set_index(["impl", df["point"].map(lambda p: p["seq"])])["speedup"]
+    assert speed[("triton", 1024)] == pytest.approx(2.0) and speed[("compile", 256)] == pytest.approx(0.5)
+    page = render([str(path)], tmp_path / "out").read_text()
+    assert "Speedup over sdpa" in page and "fwd, bf16 on NVIDIA H200 (batch=8,heads=16,head_dim=64,causal=True)" in page
+    charts = json.loads(page.split('<script id="chart-data" type="application/json">')[1].split("</script>")[0])
+    ticks = {x for fig in charts.values() for trace in fig.get("data", []) if trace.get("type") == "scatter"
+             and trace.get("mode") == "lines+markers" for x in trace["x"]}
+    assert ticks == {"seq=256", "seq=1024", "seq=4096"}
+    # nothing shared, or one point: the whole point names each tick
+    assert _varying_labels([{"a": 1, "b": 2}, {"a": 2, "b": 3}]) == ("", ["a=1,b=2", "a=2,b=3"])
+    assert _varying_labels([{"a": 1, "b": 2}]) == ("", ["a=1,b=2"])
