@@ -192,8 +192,8 @@ def _varying_labels(points: list) -> tuple[str, list[str]]:
     same = [k for k in keys if all(k in p for p in dicts) and len({str(p[k]) for p in dicts}) == 1]
     if len(points) < 2 or not same or len(same) == len(keys):
         return "", [_point_label(p) for p in points]
-    fixed = ",".join(f"{k}={dicts[0][k]}" for k in same)
-    return fixed, [",".join(f"{k}={v}" for k, v in p.items() if k not in same) for p in dicts]
+    return (_point_label({k: dicts[0][k] for k in same}),
+            [_point_label({k: v for k, v in p.items() if k not in same}) for p in dicts])
 
 
 def shape_charts(g: pd.DataFrame, colors: dict) -> list[dict]:
@@ -203,17 +203,16 @@ def shape_charts(g: pd.DataFrame, colors: dict) -> list[dict]:
     for (device, mode, dtype), s in ok.groupby(["device", "mode", "dtype"], sort=False):
         points = s.drop_duplicates("point_label").sort_values("size")
         order = points["point_label"].tolist()
-        fixed, short = _varying_labels(points["point"].tolist())
-        ticks = dict(zip(order, short))
+        fixed, ticks = _varying_labels(points["point"].tolist())  # tick labels, in `order`
         time_fig, speed_fig = go.Figure(), go.Figure()
         for impl, t in s.groupby("impl"):
             t = t.set_index("point_label").reindex(order)
             hover = [html.escape(f"{impl} {p}") + (f"<br>{m:.4g} ms" if _num(m) else "") for p, m in zip(order, t["median_ms"])]
-            time_fig.add_trace(go.Scatter(x=[ticks[p] for p in order], y=t["median_ms"], mode="lines+markers", name=html.escape(impl),
+            time_fig.add_trace(go.Scatter(x=ticks, y=t["median_ms"], mode="lines+markers", name=html.escape(impl),
                                           line=dict(color=colors[impl]), text=hover, hovertemplate="%{text}<extra></extra>",
                                           error_y=dict(type="data", symmetric=False, array=(t["p80_ms"] - t["median_ms"]),
                                                        arrayminus=(t["median_ms"] - t["p20_ms"]), thickness=1, width=3)))
-            speed_fig.add_trace(go.Scatter(x=[ticks[p] for p in order], y=t["speedup"], mode="lines+markers", name=html.escape(impl),
+            speed_fig.add_trace(go.Scatter(x=ticks, y=t["speedup"], mode="lines+markers", name=html.escape(impl),
                                            line=dict(color=colors[impl]), text=hover,
                                            hovertemplate="%{text}<br>%{y:.2f}x<extra></extra>"))
         base = s["baseline_impl"].iloc[0]
