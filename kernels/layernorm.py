@@ -139,11 +139,6 @@ def _layernorm_bwd_chunked(X, W, DY, MEAN, RSTD, DX, dw_ptr, db_ptr, stride_x, s
 
 
 @triton.jit
-def _sum_pair(a0, a1, b0, b1):
-    return a0 + b0, a1 + b1
-
-
-@triton.jit
 def _layernorm_bwd_half(X, W, DY, MEAN, RSTD, DX, dw_ptr, db_ptr, stride_x, stride_dy, stride_dx, first, last,
                         n_cols, half, HALF: tl.constexpr):
     """One of two programs on rows [first, last), one row a step: it owns columns [half * HALF, half * HALF + HALF)
@@ -167,14 +162,16 @@ def _layernorm_bwd_half(X, W, DY, MEAN, RSTD, DX, dw_ptr, db_ptr, stride_x, stri
         xo = tl.where(other_ok, (tl.load(x_row + other, mask=other_ok, other=0.0).to(tl.float32) - mean) * rstd, 0.0)
         go = (tl.load(dy_row + other, mask=other_ok, other=0.0).to(tl.float32)
               * tl.load(W + other, mask=other_ok, other=0.0).to(tl.float32))
-        s1, s2 = tl.reduce((go, go * xo), 0, _sum_pair)
         xhat = tl.where(own_ok, (tl.load(x_row + own, mask=own_ok, other=0.0).to(tl.float32) - mean) * rstd, 0.0)
         dy = tl.load(dy_row + own, mask=own_ok, other=0.0).to(tl.float32)
         dw += dy * xhat
         db += dy
         g = dy * tl.load(W + own, mask=own_ok, other=0.0).to(tl.float32)
-        t1, t2 = tl.reduce((g, g * xhat), 0, _sum_pair)
-        dx = rstd * (g - (s1 + t1) / n_cols - xhat * ((s2 + t2) / n_cols))
+        # both halves' terms added lane-wise, then one reduction step each (H200, session 18: 674 against 760 us
+        # at 16384 x 16384 for a tuple reduction of each half)
+        c1 = tl.sum(go + g, axis=0) / n_cols
+        c2 = tl.sum(go * xo + g * xhat, axis=0) / n_cols
+        dx = rstd * (g - c1 - xhat * c2)
         tl.store(dx_row + own, dx.to(DX.dtype.element_ty), mask=own_ok)
         x_row += stride_x
         dy_row += stride_dy

@@ -68,7 +68,7 @@ def test_forward_configs_offered_per_dtype_and_tma(monkeypatch):
     """On a GPU the forward autotunes bf16 tiles (with TMA variants only where descriptors work) and the fp32
     tiles for fp32 alone."""
     monkeypatch.setattr(A, "INTERPRETED", False)
-    configs = A._configs(A.FWD_TILES)
+    configs = A._configs(A.FWD_TILES, tma_only=A.FWD_TMA_ONLY)
 
     def offered(dtype, tma_ok):
         monkeypatch.setattr(A, "_TMA_OK", tma_ok)
@@ -78,7 +78,11 @@ def test_forward_configs_offered_per_dtype_and_tma(monkeypatch):
 
     with_tma = offered(torch.bfloat16, True)
     assert any(c.kwargs["TMA"] for c in with_tma) and any(not c.kwargs["TMA"] for c in with_tma)
-    assert not any(c.kwargs["TMA"] for c in offered(torch.bfloat16, False))
+    tile = lambda c: (c.kwargs["BM"], c.kwargs["BN"], c.num_warps, c.num_stages)
+    assert {tile(c) for c in with_tma if c.kwargs["TMA"]} >= set(A.FWD_TMA_ONLY)
+    without = offered(torch.bfloat16, False)
+    assert not any(c.kwargs["TMA"] for c in without)
+    assert not {tile(c) for c in without} & set(A.FWD_TMA_ONLY)  # descriptors only: no pointer variant
     fp32 = offered(torch.float32, True)
     assert fp32 and all((c.kwargs["BM"], c.kwargs["BN"], c.num_warps, c.num_stages) in A.FP32_TILES for c in fp32)
 
