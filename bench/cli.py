@@ -12,6 +12,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from bench.registry import DTYPES, MODES
+
 console = Console(stderr=False, highlight=False)
 if not console.is_terminal:  # logs and CI: wide enough that the summary table stays readable
     console = Console(stderr=False, highlight=False, width=200)
@@ -146,8 +148,8 @@ def _fmt_ms(ms) -> str:
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default=None, help="Default: cuda when present.")
 @click.option("--impl", "impls", multiple=True, help="Only these implementations (repeatable).")
 @click.option("--component", "components", multiple=True, help="Only these components (repeatable).")
-@click.option("--mode", "modes", multiple=True, type=click.Choice(["fwd", "bwd", "fwd_bwd", "step"]),
-              help="Only these modes (repeatable).")
+@click.option("--mode", "modes", multiple=True, type=click.Choice(MODES), help="Only these modes (repeatable).")
+@click.option("--dtype", "dtypes", multiple=True, type=click.Choice(DTYPES), help="Only these dtypes (repeatable).")
 @click.option("--where", "wheres", multiple=True, metavar="AXIS=VALUE",
               help="Only points whose AXIS has this VALUE, e.g. --where seq=4096 (repeatable; all must hold).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -161,7 +163,7 @@ def _fmt_ms(ms) -> str:
 @click.option("--no-check", is_flag=True, help="Skip the float64 correctness check (not recommended).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--report/--no-report", "write_report", default=True, help="Write the HTML report next to the results.")
-def run(suite_names, suite_opt, suites_file, device, impls, components, modes, wheres, out, resume, isolate,
+def run(suite_names, suite_opt, suites_file, device, impls, components, modes, dtypes, wheres, out, resume, isolate,
         point_timeout, quick_timing, no_check, seed, write_report):
     """Run SUITE ... (default: quick) and write one row per case."""
     from bench import registry, suite
@@ -203,6 +205,8 @@ def run(suite_names, suite_opt, suites_file, device, impls, components, modes, w
         planned = [p for p in planned if p.case.component in components]
     if modes:
         planned = [p for p in planned if p.case.mode in modes]
+    if dtypes:
+        planned = [p for p in planned if p.case.dtype in dtypes]
     for axis, value in where.items() if planned else ():
         values = {str(p.case.point[axis]) for p in planned if axis in p.case.point}
         if not values:
@@ -213,7 +217,7 @@ def run(suite_names, suite_opt, suites_file, device, impls, components, modes, w
             _fail(f"--where {axis}={value}: no case left has that value; {axis} values: "
                   f"{', '.join(sorted(values, key=_natural))}")
     if not planned:
-        _fail("nothing to run: the suites, --component, --mode, --where and --impl filters leave no case")
+        _fail("nothing to run: the suites, --component, --mode, --dtype, --where and --impl filters leave no case")
     label = "+".join(names)
     if out is None:
         out = _newest(label) if resume else None

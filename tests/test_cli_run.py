@@ -86,6 +86,10 @@ def test_run_filters_by_point_and_scopes_impl_names_to_the_suite(tmp_path):
           "--no-report", "--impl", "eager", "--where", "tokens=33", "--mode", "fwd")
     df = results.load(out)
     assert len(df) == 2 and {p["tokens"] for p in df["point"]} == {33}  # one point x 2 dtypes
+    out_bf16 = tmp_path / "bf16.jsonl"
+    bench("run", "small", "--suites", str(suites), "--device", "cpu", "--out", str(out_bf16), "--quick-timing",
+          "--no-report", "--impl", "eager", "--where", "tokens=33", "--mode", "fwd", "--dtype", "bf16")
+    assert list(results.load(out_bf16)["dtype"]) == ["bf16"]
     # data_parallel also has a `naive` impl, which needs 2 GPUs; only the suite's own components count
     out2 = tmp_path / "attn.jsonl"
     bench("run", "attn", "--suites", str(suites), "--device", "cpu", "--out", str(out2), "--quick-timing",
@@ -94,6 +98,7 @@ def test_run_filters_by_point_and_scopes_impl_names_to_the_suite(tmp_path):
     assert list(df["impl"]) == ["naive"] and df.iloc[0]["point"]["seq"] == 12 and df.iloc[0]["status"] == "ok"
     for args, message in ((("--impl", "fsdp1"), "no component of suite(s) small"),
                           (("--where", "tokens"), "AXIS=VALUE"),
+                          (("--component", "matmul", "--dtype", "fp16"), "nothing to run"),
                           (("--where", "tokens=7"), "no case left has that value; tokens values: 16, 33"),
                           (("--where", "seq=7"), "no case left has an axis 'seq'; axes: dim, k, m, n, tokens")):
         proc = bench("run", "small", "--suites", str(suites), "--device", "cpu", "--out", str(tmp_path / "x.jsonl"),
