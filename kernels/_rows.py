@@ -57,6 +57,9 @@ class Option:
 # layernorm backward: two programs a row range, each owning half the columns, where registers are the limit: one
 # whole 16K-wide row a step, unpipelined (measured on an H200, session 16)
 SPLIT_COLUMNS = Option("SPLIT", lambda block, single, stages: single and block >= 16384 and stages == 1)
+# norm forwards: 16K-wide rows one a program in 4K-wide chunks, passing over them two (rmsnorm) or three times
+# (layernorm) as torch.compile's kernels do, instead of the whole row in registers (measured on an H200, session 19)
+THREE_PASSES = Option("PASSES", lambda block, single, stages: single and block >= 16384 and stages == 1)
 # softmax: rows longer than a block keep their running max and sum as scalars (a block reduction a chunk) instead
 # of a lane each (2 x BLOCK registers' worth): two programs an SM instead of one
 SCALAR_STATS = Option("SCALAR", lambda block, single, stages: not single)

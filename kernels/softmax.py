@@ -121,8 +121,8 @@ def _span_dx(y_ptr, dy_ptr, dx_ptr, lo, hi, dot, C: tl.constexpr, STAGES: tl.con
 
 @tuned_rows(long_stages=True, option=SCALAR_STATS)
 @triton.jit
-def _softmax_fwd_kernel(X, Y, stride_x, stride_y, n_rows, n_cols, BLOCK: tl.constexpr, SINGLE: tl.constexpr,
-                        ROWS: tl.constexpr, STAGES: tl.constexpr, SCALAR: tl.constexpr):
+def _softmax_fwd_kernel(X, Y, stride_x, stride_y, n_rows, n_cols: tl.constexpr, BLOCK: tl.constexpr,
+                        SINGLE: tl.constexpr, ROWS: tl.constexpr, STAGES: tl.constexpr, SCALAR: tl.constexpr):
     if SINGLE and STAGES == 1:  # one [ROWS, BLOCK] tile a program, in registers
         _softmax_fwd_tile(X, Y, tl.program_id(0), stride_x, stride_y, n_rows, n_cols, BLOCK, ROWS)
     elif SINGLE:  # tiles program, program + programs, ... pipelined (see row_grid)
@@ -140,7 +140,7 @@ def _softmax_fwd_kernel(X, Y, stride_x, stride_y, n_rows, n_cols, BLOCK: tl.cons
 
 @tuned_rows(long_stages=True, option=SCALAR_STATS)
 @triton.jit
-def _softmax_bwd_kernel(Y, DY, DX, stride_y, stride_dy, stride_dx, n_rows, n_cols, BLOCK: tl.constexpr,
+def _softmax_bwd_kernel(Y, DY, DX, stride_y, stride_dy, stride_dx, n_rows, n_cols: tl.constexpr, BLOCK: tl.constexpr,
                         SINGLE: tl.constexpr, ROWS: tl.constexpr, STAGES: tl.constexpr, SCALAR: tl.constexpr):
     if SINGLE and STAGES == 1:  # tiles as in the forward
         _softmax_bwd_tile(Y, DY, DX, tl.program_id(0), stride_y, stride_dy, stride_dx, n_rows, n_cols, BLOCK, ROWS)

@@ -23,7 +23,9 @@ def x():
     return torch.randn(N_ROWS, N_COLS, generator=torch.Generator().manual_seed(0))
 
 
-FORWARD_PATHS = [dict(), dict(chunk=16, rows=1), dict(chunk=16, rows=2)]  # whole rows; 16-wide chunks
+# whole rows; 16-wide chunks; one row a program in passes of four chunks a block (45 of 64: 16, 16, 13)
+FORWARD_PATHS = [dict(PASSES=False), dict(chunk=16, rows=1, PASSES=False), dict(chunk=16, rows=2, PASSES=False),
+                 dict(rows=1, PASSES=True)]
 
 
 @pytest.mark.parametrize("path", FORWARD_PATHS)
@@ -111,7 +113,8 @@ def test_layernorm_backward_every_stages_path(x, stages, chunk, rows, split):
 def test_autotune_prune_holds_rows_that_fit_a_block_whole():
     """On a GPU every config the prune keeps holds 16 or 32 elements of its tile a thread; several rows a tile and
     pipelining only for rows that fit a block (16K-wide rows: one row, 16 or 32 warps)."""
-    from kernels._rows import SCALAR_STATS as SCALAR, SPLIT_COLUMNS as SPLIT, _sensible, gpu_configs
+    from kernels._rows import SCALAR_STATS as SCALAR, SPLIT_COLUMNS as SPLIT, THREE_PASSES as PASSES
+    from kernels._rows import _sensible, gpu_configs
 
     def kept(block, single):
         return sorted((c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"])
@@ -125,9 +128,11 @@ def test_autotune_prune_holds_rows_that_fit_a_block_whole():
                                          SINGLE=single)
                       if c.kwargs[option.name])
 
-    # layernorm's backward SPLIT only for one whole 16K row a step; softmax's SCALAR only for rows longer than a block
-    assert with_option(SPLIT, 16384, True) == [(1, 16, 1), (1, 32, 1)]
-    assert with_option(SPLIT, 4096, True) == [] == with_option(SPLIT, 16384, False)
+    # layernorm's backward SPLIT and the norm forwards' PASSES only for one 16K row a program; softmax's SCALAR only
+    # for rows longer than a block
+    for option in (SPLIT, PASSES):
+        assert with_option(option, 16384, True) == [(1, 16, 1), (1, 32, 1)]
+        assert with_option(option, 4096, True) == [] == with_option(option, 16384, False)
     assert with_option(SCALAR, 16384, False) == [(1, 16, 1), (1, 16, 3), (1, 32, 1), (1, 32, 3)]
     assert with_option(SCALAR, 16384, True) == [] == with_option(SCALAR, 4096, True)
     for block in (1024, 4096):
