@@ -232,10 +232,12 @@ def _layernorm_bwd_half(X, W, DY, MEAN, RSTD, DX, dw_ptr, db_ptr, stride_x, stri
 @tuned_rows(option=SPLIT_COLUMNS)
 @triton.jit
 def _layernorm_bwd_kernel(X, W, DY, MEAN, RSTD, DX, DW_PARTIAL, DB_PARTIAL, stride_x, stride_dy, stride_dx,
-                          n_rows, n_cols: tl.constexpr, rows_per_program, BLOCK: tl.constexpr, SINGLE: tl.constexpr,
+                          n_rows, n_cols, rows_per_program, BLOCK: tl.constexpr, SINGLE: tl.constexpr,
                           ROWS: tl.constexpr, STAGES: tl.constexpr, SPLIT: tl.constexpr):
     """Program p (with SPLIT, programs 2p and 2p + 1, see _layernorm_bwd_half) takes rows_per_program rows and
-    writes partial row p of dw and db."""
+    writes partial row p of dw and db. The row length stays a runtime value here: compiled in, as the forward's
+    is, this kernel ran 1.6-2.4% slower at every 16K-wide point, between 1% faster and 5% slower at the others
+    (H200, session 19, bf16, against session 18's run)."""
     pid = tl.program_id(0) // 2 if SPLIT else tl.program_id(0)
     first = pid * rows_per_program
     last = tl.minimum(first + rows_per_program, n_rows)

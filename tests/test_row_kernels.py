@@ -133,6 +133,11 @@ def test_autotune_prune_holds_rows_that_fit_a_block_whole():
     for option in (SPLIT, PASSES):
         assert with_option(option, 16384, True) == [(1, 16, 1), (1, 32, 1)]
         assert with_option(option, 4096, True) == [] == with_option(option, 16384, False)
+    # PASSES is always taken where it applies: no config without it at 16K-wide rows, all of them elsewhere
+    without = lambda block, single: [c for c in _sensible(gpu_configs(PASSES), {}, option=PASSES, BLOCK=block,
+                                                          SINGLE=single) if not c.kwargs["PASSES"]]
+    assert without(16384, True) == []
+    assert len(without(4096, True)) == len(kept(4096, True)) and len(without(16384, False)) == 2
     assert with_option(SCALAR, 16384, False) == [(1, 16, 1), (1, 16, 3), (1, 32, 1), (1, 32, 3)]
     assert with_option(SCALAR, 16384, True) == [] == with_option(SCALAR, 4096, True)
     for block in (1024, 4096):
