@@ -41,8 +41,9 @@ def _layernorm_fwd_tile(X, W, B, Y, MEAN, RSTD, tile, stride_x, stride_y, n_rows
     b = tl.load(B + cols, mask=col_ok, other=0.0).to(tl.float32)
     y = xc * rstd[:, None] * w[None, :] + b[None, :]
     tl.store(Y + rows64 * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
-    tl.store(MEAN + rows, mean, mask=row_ok)
-    tl.store(RSTD + rows, rstd, mask=row_ok)
+    if RSTD is not None:  # None: no backward follows (see layernorm_fwd)
+        tl.store(MEAN + rows, mean, mask=row_ok)
+        tl.store(RSTD + rows, rstd, mask=row_ok)
 
 
 @triton.jit
@@ -77,8 +78,9 @@ def _layernorm_fwd_chunked(X, W, B, Y, MEAN, RSTD, tile, stride_x, stride_y, n_r
         b = tl.load(B + cols, mask=col_ok, other=0.0).to(tl.float32)
         y = (x - mean[:, None]) * rstd[:, None] * w[None, :] + b[None, :]
         tl.store(Y + rows64 * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
-    tl.store(MEAN + rows, mean, mask=row_ok)
-    tl.store(RSTD + rows, rstd, mask=row_ok)
+    if RSTD is not None:  # None: no backward follows (see layernorm_fwd)
+        tl.store(MEAN + rows, mean, mask=row_ok)
+        tl.store(RSTD + rows, rstd, mask=row_ok)
 
 
 @triton.jit
@@ -113,8 +115,9 @@ def _layernorm_fwd_passes(X, W, B, Y, MEAN, RSTD, row, stride_x, stride_y, n_col
         y = (x - mean) * rstd * w
         y += b
         tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=ok)
-    tl.store(MEAN + row, mean)
-    tl.store(RSTD + row, rstd)
+    if RSTD is not None:
+        tl.store(MEAN + row, mean)
+        tl.store(RSTD + row, rstd)
 
 
 @tuned_rows(option=THREE_PASSES)
@@ -277,8 +280,12 @@ def _layernorm_bwd_kernel(X, W, DY, MEAN, RSTD, DX, DW_PARTIAL, DB_PARTIAL, stri
 
 
 def layernorm_fwd(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float = 1e-5,
-                  out: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """y, mean, rstd for x [..., dim], w and b [dim]; writes into `out` when given."""
+                  out: torch.Tensor | None = None, stats: bool = True) -> tuple[torch.Tensor, torch.Tensor | None,
+                                                                             torch.Tensor | None]:
+    """y, mean, rstd for x [..., dim], w and b [dim]; writes into `out` when given. Without `stats` (no backward
+    follows) mean and rstd are neither written nor returned (None): at 768-wide rows those 8 bytes a row, written
+    a few rows a program, cost 2-3% (H200, session 19: 17.4 against 17.0 us at 16384 x 768, 53.0 against 51.6 at
+    65536 x 768), and torch.compile's forward, timed beside this one, writes none."""
     if w.shape != (x.shape[-1],) or b.shape != (x.shape[-1],):
         raise ValueError(f"weight {tuple(w.shape)} / bias {tuple(b.shape)} do not match x's last dim {x.shape[-1]}")
     x2 = as_rows(x)  # [rows, dim]
@@ -287,8 +294,8 @@ def layernorm_fwd(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float 
     if y.shape != x.shape or not y.is_contiguous():
         raise ValueError("out must be contiguous with the shape of x")
     y2 = y.view(-1, n_cols)
-    mean = torch.empty(n_rows, dtype=torch.float32, device=x.device)  # [rows]
-    rstd = torch.empty(n_rows, dtype=torch.float32, device=x.device)  # [rows]
+    mean = torch.empty(n_rows, dtype=torch.float32, device=x.device) if stats else None  # [rows]
+    rstd = torch.empty(n_rows, dtype=torch.float32, device=x.device) if stats else None  # [rows]
     block, single = row_block(n_cols)
     if n_rows:
         grid = row_grid(n_rows, x.device)
@@ -333,5 +340,5 @@ class LayerNormFunction(torch.autograd.Function):
 def layernorm(x, w, b, eps: float = 1e-5, out: torch.Tensor | None = None) -> torch.Tensor:
     """Differentiable LayerNorm; with `out` (no grad) the result is written there."""
     if out is not None or not (torch.is_grad_enabled() and (x.requires_grad or w.requires_grad or b.requires_grad)):
-        return layernorm_fwd(x, w, b, eps, out)[0]
+        return layernorm_fwd(x, w, b, eps, out, stats=False)[0]
     return LayerNormFunction.apply(x, w, b, eps)

@@ -28,7 +28,8 @@ def _rmsnorm_fwd_tile(X, W, Y, RSTD, tile, stride_x, stride_y, n_rows, n_cols, e
     w = tl.load(W + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
     y = x * rstd[:, None] * w[None, :]
     tl.store(Y + rows64 * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
-    tl.store(RSTD + rows, rstd, mask=row_ok)
+    if RSTD is not None:  # None: no backward follows (see rmsnorm_fwd)
+        tl.store(RSTD + rows, rstd, mask=row_ok)
 
 
 @triton.jit
@@ -54,7 +55,8 @@ def _rmsnorm_fwd_chunked(X, W, Y, RSTD, tile, stride_x, stride_y, n_rows, n_cols
         w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)
         tl.store(Y + rows64 * stride_y + cols[None, :], (x * rstd[:, None] * w[None, :]).to(Y.dtype.element_ty),
                  mask=mask)
-    tl.store(RSTD + rows, rstd, mask=row_ok)
+    if RSTD is not None:  # None: no backward follows (see rmsnorm_fwd)
+        tl.store(RSTD + rows, rstd, mask=row_ok)
 
 
 @triton.jit
@@ -78,7 +80,8 @@ def _rmsnorm_fwd_passes(X, W, Y, RSTD, row, stride_x, stride_y, n_cols: tl.const
         x = tl.load(x_row + cols, mask=ok, other=0.0, eviction_policy="evict_first").to(tl.float32)
         w = tl.load(W + cols, mask=ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
         tl.store(Y + row * stride_y + cols, (x * rstd * w).to(Y.dtype.element_ty), mask=ok)
-    tl.store(RSTD + row, rstd)
+    if RSTD is not None:
+        tl.store(RSTD + row, rstd)
 
 
 @tuned_rows(option=THREE_PASSES)
@@ -170,8 +173,9 @@ def _rmsnorm_bwd_kernel(X, W, DY, RSTD, DX, DW_PARTIAL, stride_x, stride_dy, str
 
 
 def rmsnorm_fwd(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6,
-                out: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """y, rstd for x [..., dim] and w [dim]; writes into `out` when given."""
+                out: torch.Tensor | None = None, stats: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """y, rstd for x [..., dim] and w [dim]; writes into `out` when given. Without `stats` (no backward follows)
+    rstd is neither written nor returned (None), as in layernorm_fwd."""
     if w.shape != (x.shape[-1],):
         raise ValueError(f"weight shape {tuple(w.shape)} does not match x's last dim {x.shape[-1]}")
     x2 = as_rows(x)  # [rows, dim]
@@ -180,7 +184,7 @@ def rmsnorm_fwd(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6,
     if y.shape != x.shape or not y.is_contiguous():
         raise ValueError("out must be contiguous with the shape of x")
     y2 = y.view(-1, n_cols)
-    rstd = torch.empty(n_rows, dtype=torch.float32, device=x.device)  # [rows]
+    rstd = torch.empty(n_rows, dtype=torch.float32, device=x.device) if stats else None  # [rows]
     block, single = row_block(n_cols)
     if n_rows:
         grid = row_grid(n_rows, x.device)
@@ -224,5 +228,5 @@ class RMSNormFunction(torch.autograd.Function):
 def rmsnorm(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6, out: torch.Tensor | None = None) -> torch.Tensor:
     """Differentiable RMSNorm; with `out` (no grad) the result is written there."""
     if out is not None or not (torch.is_grad_enabled() and (x.requires_grad or w.requires_grad)):
-        return rmsnorm_fwd(x, w, eps, out)[0]
+        return rmsnorm_fwd(x, w, eps, out, stats=False)[0]
     return RMSNormFunction.apply(x, w, eps)

@@ -196,3 +196,20 @@ def test_softmax_long_rows_one_program_each(scalar):
            n_cols=16500, rows=1, chunk=4096, SCALAR=scalar)
     torch.testing.assert_close(dx.double(), ref * (dy.double() - (ref * dy.double()).sum(-1, keepdim=True)),
                                rtol=1e-4, atol=1e-8)
+
+
+@pytest.mark.parametrize("n_cols", [45, 16500])  # whole rows; rows longer than a block (chunked)
+def test_norm_forwards_without_stats_give_the_same_output(n_cols):
+    """No backward to follow (no grad, or `out`): the statistics are neither written nor returned, y is the same."""
+    x = torch.randn(5, n_cols, generator=torch.Generator().manual_seed(1))
+    w, b = torch.rand(n_cols) + 0.5, torch.randn(n_cols)
+    y, mean, rstd = LN.layernorm_fwd(x, w, b)
+    y_only, no_mean, no_rstd = LN.layernorm_fwd(x, w, b, stats=False)
+    assert no_mean is None and no_rstd is None and mean.shape == rstd.shape == (5,)
+    torch.testing.assert_close(y_only, y, rtol=0, atol=0)
+    torch.testing.assert_close(LN.layernorm(x, w, b), y, rtol=0, atol=0)  # no grad: the stats-free path
+    y, rstd = RN.rmsnorm_fwd(x, w)
+    y_only, no_rstd = RN.rmsnorm_fwd(x, w, stats=False)
+    assert no_rstd is None and rstd.shape == (5,)
+    torch.testing.assert_close(y_only, y, rtol=0, atol=0)
+    torch.testing.assert_close(RN.rmsnorm(x, w, out=torch.empty_like(x)), y, rtol=0, atol=0)
