@@ -29,9 +29,10 @@ def _sensible(configs, named_args, long_stages=False, option=None, **kwargs):
     several rows per tile only when a row fits one block, and software pipelining (STAGES 3, a persistent
     loop) only where a stage's tile is small enough to buffer (at 16K-wide rows it lost). Walking 16K-wide rows
     in 2K or 4K chunks (two passes, the second from L2), one or two rows a step, lost to whole rows by 15-50%
-    forward and backward (session 15, rmsnorm and layernorm, 1024..65536 rows): rows that fit a block are held
-    whole. With `long_stages` (softmax), rows longer than a block may also pipeline their chunk loops; a kernel's
-    `option` is tried on only where it applies."""
+    forward and backward (session 15, rmsnorm and layernorm, 1024..65536 rows, the row length a runtime value):
+    rows that fit a block are held whole, except where an option says otherwise (THREE_PASSES: with the length
+    compiled in, session 19, the chunked passes won). With `long_stages` (softmax), rows longer than a block may
+    also pipeline their chunk loops; a kernel's `option` is tried on only where it applies (`always`: only on)."""
     block = kwargs.get("BLOCK", named_args.get("BLOCK"))
     single = kwargs.get("SINGLE", named_args.get("SINGLE"))
 

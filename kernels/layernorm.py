@@ -1,8 +1,10 @@
 """LayerNorm forward and backward in Triton: y = (x - mean) * rstd * w + b over the last dim.
 
-Forward reads x, w, b once and writes y plus mean and rstd (8 bytes a row). Rows that fit one block stay in
-registers; longer rows are walked in chunks (mean and variance merged chunk by chunk, then the output: the
-second pass hits L2). Backward reads x, w, dy, mean, rstd, writes dx, and reduces dw = sum(dy * xhat) and db = sum(dy)
+Forward reads x, w, b once and writes y plus, when a backward follows, mean and rstd (8 bytes a row). The row
+length is compiled in. Rows up to 4K wide stay in registers; 16K-wide rows (up to a block) are walked one a
+program in 4K-wide chunks, three passes as torch.compile's kernel makes them (sum, squared deviations, output;
+the later passes hit L2); longer rows in block-wide chunks (mean and variance merged chunk by chunk, then the
+output). Backward reads x, w, dy, mean, rstd, writes dx, and reduces dw = sum(dy * xhat) and db = sum(dy)
 through per-program fp32 partial rows summed afterwards (no atomics).
 """
 from __future__ import annotations
@@ -23,10 +25,9 @@ def _layernorm_fwd_tile(X, W, B, Y, MEAN, RSTD, tile, stride_x, stride_y, n_rows
     faster on an H200: 25.1 vs 25.4 us at 1024 x 16384, and 1134 vs 1080 at 65536 x 16384, session 16. Nor was
     walking a 16K-wide row in 2048- or 4096-wide chunks with a Welford mean and variance a lane, merged once at
     the end: 30-40 registers, and the autotuner took whole rows at every 16K-wide point, bf16 and fp32; nor, in
-    session 18, shifted sums a lane: 303 us against 278 at 16384 x 16384. torch.compile's kernel there, 262 us,
-    read from Inductor's cache on the H200 (torch 2.11): one row a program in 2048-wide chunks at 16 warps, no
-    pipelining (num_stages 1), three passes over x: the sum, the squared deviations from the mean, the output;
-    the first two loads evict_last, so the second and third passes hit the cache.)"""
+    session 18, shifted sums a lane: 303 us against 278 at 16384 x 16384. All of those had the row length as a
+    runtime value; torch.compile's kernel, read from Inductor's cache on the H200, has it compiled in, and so,
+    since session 19, do these: 16K-wide rows now take _layernorm_fwd_passes.)"""
     rows = tile * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK)
     row_ok = rows < n_rows
@@ -239,8 +240,9 @@ def _layernorm_bwd_kernel(X, W, DY, MEAN, RSTD, DX, DW_PARTIAL, DB_PARTIAL, stri
                           ROWS: tl.constexpr, STAGES: tl.constexpr, SPLIT: tl.constexpr):
     """Program p (with SPLIT, programs 2p and 2p + 1, see _layernorm_bwd_half) takes rows_per_program rows and
     writes partial row p of dw and db. The row length stays a runtime value here: compiled in, as the forward's
-    is, this kernel ran 1.6-2.4% slower at every 16K-wide point, between 1% faster and 5% slower at the others
-    (H200, session 19, bf16, against session 18's run)."""
+    is, this kernel ran 1.6-2.4% slower at every 16K-wide point (H200, session 19, bf16: 714 against 701 us at
+    16384 x 16384, 2,555 against 2,508 at 65536 x 16384, the runtime length's times as session 18 measured them),
+    and within run-to-run noise elsewhere."""
     pid = tl.program_id(0) // 2 if SPLIT else tl.program_id(0)
     first = pid * rows_per_program
     last = tl.minimum(first + rows_per_program, n_rows)

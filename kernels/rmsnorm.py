@@ -1,7 +1,9 @@
 """RMSNorm forward and backward in Triton: y = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps).
 
-Forward reads x and w once and writes y and rstd (4 bytes a row). Rows that fit one block are held in
-registers; longer rows (dim up to 65536 and beyond) are walked in chunks twice, the second pass hitting L2.
+Forward reads x and w once and writes y and, when a backward follows, rstd (4 bytes a row). The row length is
+compiled in. Rows up to 4K wide are held in registers; 16K-wide rows one a program in 4K-wide chunks, twice (the
+sum of squares, then the output, from L2), as torch.compile's kernel does; longer rows (dim up to 65536 and
+beyond) in block-wide chunks, twice.
 Backward reads x, w, dy and rstd, writes dx, and reduces dw through per-program fp32 partial rows
 ([programs, dim]) summed afterwards, so no atomics are needed.
 """
