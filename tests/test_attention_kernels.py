@@ -68,7 +68,7 @@ def test_forward_configs_offered_per_dtype_and_tma(monkeypatch):
     """On a GPU the forward autotunes bf16 tiles (with TMA variants only where descriptors work) and the fp32
     tiles for fp32 alone."""
     monkeypatch.setattr(A, "INTERPRETED", False)
-    configs = A._configs(A.FWD_TILES, tma_tiles=4, tma_only=A.FWD_TMA_ONLY)
+    configs = A._configs(A.FWD_TILES, tma_only=A.FWD_TMA_ONLY)
 
     def offered(dtype, tma_ok):
         monkeypatch.setattr(A, "_TMA_OK", tma_ok)
