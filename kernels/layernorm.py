@@ -1,11 +1,9 @@
 """LayerNorm forward and backward in Triton: y = (x - mean) * rstd * w + b over the last dim.
 
-Forward reads x, w, b once and writes y plus, when a backward follows, mean and rstd (8 bytes a row). The row
-length is compiled in. Rows up to 4K wide stay in registers; 16K-wide rows (up to a block) are walked one a
-program in 4K-wide chunks, three passes as torch.compile's kernel makes them (sum, squared deviations, output;
-the later passes hit L2); longer rows in block-wide chunks (mean and variance merged chunk by chunk, then the
-output). Backward reads x, w, dy, mean, rstd, writes dx, and reduces dw = sum(dy * xhat) and db = sum(dy)
-through per-program fp32 partial rows summed afterwards (no atomics).
+Forward reads x, w, b and writes y (and, when a backward follows, mean and rstd), the row length compiled in:
+rows up to 8K wide in registers, wider ones up to 16K one a program in 4K chunks, three passes as
+torch.compile's kernel makes them (sum, squared deviations, output), longer ones in 16K chunks with a merged
+mean and variance. Backward writes dx and reduces dw and db through per-program fp32 partial rows (no atomics).
 """
 from __future__ import annotations
 

@@ -1,11 +1,9 @@
 """RMSNorm forward and backward in Triton: y = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps).
 
-Forward reads x and w once and writes y and, when a backward follows, rstd (4 bytes a row). The row length is
-compiled in. Rows up to 4K wide are held in registers; 16K-wide rows one a program in 4K-wide chunks, twice (the
-sum of squares, then the output, from L2), as torch.compile's kernel does; longer rows (dim up to 65536 and
-beyond) in block-wide chunks, twice.
-Backward reads x, w, dy and rstd, writes dx, and reduces dw through per-program fp32 partial rows
-([programs, dim]) summed afterwards, so no atomics are needed.
+Forward reads x and w and writes y (and, when a backward follows, rstd), the row length compiled in: rows up
+to 8K wide in registers, wider ones up to 16K one a program in 4K chunks, two passes as torch.compile's kernel
+makes them, longer ones (dim 65536 and beyond) in 16K chunks, twice. Backward writes dx and reduces dw through
+per-program fp32 partial rows ([programs, dim]) summed afterwards, so no atomics are needed.
 """
 from __future__ import annotations
 
