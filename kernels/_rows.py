@@ -30,19 +30,16 @@ def _sensible(configs, named_args, long_stages=False, option=None, **kwargs):
     loop) only where a stage's tile is small enough to buffer (at 16K-wide rows it lost). Walking 16K-wide rows
     in 2K or 4K chunks (two passes, the second from L2), one or two rows a step, lost to whole rows by 15-50%
     forward and backward (session 15, rmsnorm and layernorm, 1024..65536 rows, the row length a runtime value):
-    rows that fit a block are held whole, except where an option says otherwise (THREE_PASSES: with the length
-    compiled in, session 19, the chunked passes won). With `long_stages` (softmax), rows longer than a block may
-    also pipeline their chunk loops; a kernel's `option` is tried on only where it applies (`always`: only on)."""
+    rows that fit a block are held whole (but see row_passes). With `long_stages` (softmax), rows longer than a
+    block may also pipeline their chunk loops; a kernel's `option` is tried on only where it applies."""
     block = kwargs.get("BLOCK", named_args.get("BLOCK"))
     single = kwargs.get("SINGLE", named_args.get("SINGLE"))
 
     def fits(c):
         rows, warps, stages = c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"]
         tile = rows * block
-        if option:
-            on, applies = c.kwargs[option.name], option.applies(block, single, stages)
-            if (on and not applies) or (option.always and applies and not on):
-                return False
+        if option and c.kwargs[option.name] and not option.applies(block, single, stages):
+            return False
         return ((rows == 1 or single) and tile <= max(block, 4096) and tile // (32 * warps) in (16, 32)
                 and (stages == 1 or (single and tile <= 8192) or (long_stages and not single)))
 
@@ -51,25 +48,29 @@ def _sensible(configs, named_args, long_stages=False, option=None, **kwargs):
 
 
 class Option:
-    """A kernel's boolean constexpr the autotuner tries both ways where applies(BLOCK, SINGLE, STAGES) holds (or,
-    `always`, only on there)."""
+    """A kernel's boolean constexpr the autotuner tries both ways, where applies(BLOCK, SINGLE, STAGES) holds."""
 
-    def __init__(self, name: str, applies, always: bool = False):
-        self.name, self.applies, self.always = name, applies, always
+    def __init__(self, name: str, applies):
+        self.name, self.applies = name, applies
 
 
 # layernorm backward: two programs a row range, each owning half the columns, where registers are the limit: one
 # whole 16K-wide row a step, unpipelined (measured on an H200, session 16)
 SPLIT_COLUMNS = Option("SPLIT", lambda block, single, stages: single and block >= 16384 and stages == 1)
-# norm forwards: 16K-wide rows one a program in 4K-wide chunks, passing over them two (rmsnorm) or three times
-# (layernorm) as torch.compile's kernels do, always, instead of the whole row in registers. On an H200 (session 19,
-# bf16, timed by bench.timing) layernorm took 258 against 276 us at 16384 x 16384, 70 against 78 at 4096 x 16384,
-# 1016 against 1071 at 65536 x 16384, 23 against 27 at 1024 x 16384; offered both ways, the autotuner's shorter
-# timing took the whole row at 1024 x 16384 (24.4 against 23.9 us) and the bench then read 25.7.
-THREE_PASSES = Option("PASSES", lambda block, single, stages: single and block >= 16384 and stages == 1, always=True)
 # softmax: rows longer than a block keep their running max and sum as scalars (a block reduction a chunk) instead
 # of a lane each (2 x BLOCK registers' worth): two programs an SM instead of one
 SCALAR_STATS = Option("SCALAR", lambda block, single, stages: not single)
+
+
+def row_passes(block: int, single: bool) -> bool:
+    """Whether the norm forwards walk each row, one a program, in passes over block/4-wide chunks (two for
+    rmsnorm, three for layernorm, as torch.compile's kernels do) instead of holding it whole: rows wider than 8K
+    that fit a block. On an H200 (session 19, bf16, timed by bench.timing) layernorm took 258 against 276 us at
+    16384 x 16384, 70 against 78 at 4096 x 16384, 1016 against 1071 at 65536 x 16384, 23 against 27 at
+    1024 x 16384. A fixed choice, not the autotuner's: offered both ways, its shorter timing took the whole row at
+    1024 x 16384 (24.4 against 23.9 us) and the bench then read 25.7. The autotuner still picks the warps (the
+    prune leaves one row a program, unpipelined, at 16 or 32 warps for these rows)."""
+    return single and block >= 16384
 
 
 def tuned_rows(key: tuple[str, ...] = ("n_cols", "n_rows"), long_stages: bool = False, option: Option | None = None):

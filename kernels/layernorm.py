@@ -11,8 +11,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import (SPLIT_COLUMNS, THREE_PASSES, as_rows, reduction_programs, row_block, row_grid, sum_partials,
-                           tuned_rows)
+from kernels._rows import (SPLIT_COLUMNS, as_rows, reduction_programs, row_block, row_grid, row_passes,
+                           sum_partials, tuned_rows)
 
 
 @triton.jit
@@ -119,15 +119,14 @@ def _layernorm_fwd_passes(X, W, B, Y, MEAN, RSTD, row, stride_x, stride_y, n_col
         tl.store(RSTD + row, rstd)
 
 
-@tuned_rows(option=THREE_PASSES)
+@tuned_rows()
 @triton.jit
 def _layernorm_fwd_kernel(X, W, B, Y, MEAN, RSTD, stride_x, stride_y, n_rows, n_cols: tl.constexpr, eps,
                           BLOCK: tl.constexpr, SINGLE: tl.constexpr, ROWS: tl.constexpr, STAGES: tl.constexpr,
                           PASSES: tl.constexpr):
     """The row length is a constexpr: a kernel is compiled for each (as Inductor compiles the shape in); masks
     and loop bounds are then known to the compiler."""
-    if PASSES:  # one row a program, in four chunks a block (see THREE_PASSES)
-        tl.static_assert(ROWS == 1 and STAGES == 1)
+    if PASSES:  # one row a program (grid: the rows), in four chunks a block; ROWS and STAGES do not apply
         _layernorm_fwd_passes(X, W, B, Y, MEAN, RSTD, tl.program_id(0), stride_x, stride_y, n_cols, eps, BLOCK // 4)
     elif SINGLE and STAGES == 1:  # one tile a program (straight-line code, as rmsnorm's)
         _layernorm_fwd_tile(X, W, B, Y, MEAN, RSTD, tl.program_id(0), stride_x, stride_y, n_rows, n_cols, eps, BLOCK,
@@ -298,9 +297,10 @@ def layernorm_fwd(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float 
     rstd = torch.empty(n_rows, dtype=torch.float32, device=x.device) if stats else None  # [rows]
     block, single = row_block(n_cols)
     if n_rows:
-        grid = row_grid(n_rows, x.device)
+        passes = row_passes(block, single)
+        grid = (n_rows,) if passes else row_grid(n_rows, x.device)
         _layernorm_fwd_kernel[grid](x2, w, b, y2, mean, rstd, x2.stride(0), y2.stride(0), n_rows, n_cols, eps,
-                                    BLOCK=block, SINGLE=single)
+                                    BLOCK=block, SINGLE=single, PASSES=passes)
     return y, mean, rstd
 
 

@@ -11,7 +11,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import THREE_PASSES, as_rows, reduction_programs, row_block, row_grid, sum_partials, tuned_rows
+from kernels._rows import (as_rows, reduction_programs, row_block, row_grid, row_passes, sum_partials,
+                           tuned_rows)
 
 
 @triton.jit
@@ -84,13 +85,12 @@ def _rmsnorm_fwd_passes(X, W, Y, RSTD, row, stride_x, stride_y, n_cols: tl.const
         tl.store(RSTD + row, rstd)
 
 
-@tuned_rows(option=THREE_PASSES)
+@tuned_rows()
 @triton.jit
 def _rmsnorm_fwd_kernel(X, W, Y, RSTD, stride_x, stride_y, n_rows, n_cols: tl.constexpr, eps, BLOCK: tl.constexpr,
                         SINGLE: tl.constexpr, ROWS: tl.constexpr, STAGES: tl.constexpr, PASSES: tl.constexpr):
     """The row length is a constexpr, as in layernorm's forward."""
-    if PASSES:  # one row a program, in four chunks a block (see THREE_PASSES)
-        tl.static_assert(ROWS == 1 and STAGES == 1)
+    if PASSES:  # one row a program (grid: the rows), in four chunks a block; ROWS and STAGES do not apply
         _rmsnorm_fwd_passes(X, W, Y, RSTD, tl.program_id(0), stride_x, stride_y, n_cols, eps, BLOCK // 4)
     elif SINGLE and STAGES == 1:  # one tile a program (straight-line code: a loop of one cost 30%)
         _rmsnorm_fwd_tile(X, W, Y, RSTD, tl.program_id(0), stride_x, stride_y, n_rows, n_cols, eps, BLOCK, ROWS)
@@ -187,9 +187,10 @@ def rmsnorm_fwd(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6,
     rstd = torch.empty(n_rows, dtype=torch.float32, device=x.device) if stats else None  # [rows]
     block, single = row_block(n_cols)
     if n_rows:
-        grid = row_grid(n_rows, x.device)
+        passes = row_passes(block, single)
+        grid = (n_rows,) if passes else row_grid(n_rows, x.device)
         _rmsnorm_fwd_kernel[grid](x2, w, y2, rstd, x2.stride(0), y2.stride(0), n_rows, n_cols, eps, BLOCK=block,
-                                  SINGLE=single)
+                                  SINGLE=single, PASSES=passes)
     return y, rstd
 
 

@@ -113,8 +113,7 @@ def test_layernorm_backward_every_stages_path(x, stages, chunk, rows, split):
 def test_autotune_prune_holds_rows_that_fit_a_block_whole():
     """On a GPU every config the prune keeps holds 16 or 32 elements of its tile a thread; several rows a tile and
     pipelining only for rows that fit a block (16K-wide rows: one row, 16 or 32 warps)."""
-    from kernels._rows import SCALAR_STATS as SCALAR, SPLIT_COLUMNS as SPLIT, THREE_PASSES as PASSES
-    from kernels._rows import _sensible, gpu_configs
+    from kernels._rows import SCALAR_STATS as SCALAR, SPLIT_COLUMNS as SPLIT, _sensible, gpu_configs
 
     def kept(block, single):
         return sorted((c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"])
@@ -128,16 +127,9 @@ def test_autotune_prune_holds_rows_that_fit_a_block_whole():
                                          SINGLE=single)
                       if c.kwargs[option.name])
 
-    # layernorm's backward SPLIT and the norm forwards' PASSES only for one 16K row a program; softmax's SCALAR only
-    # for rows longer than a block
-    for option in (SPLIT, PASSES):
-        assert with_option(option, 16384, True) == [(1, 16, 1), (1, 32, 1)]
-        assert with_option(option, 4096, True) == [] == with_option(option, 16384, False)
-    # PASSES is always taken where it applies: no config without it at 16K-wide rows, all of them elsewhere
-    without = lambda block, single: [c for c in _sensible(gpu_configs(PASSES), {}, option=PASSES, BLOCK=block,
-                                                          SINGLE=single) if not c.kwargs["PASSES"]]
-    assert without(16384, True) == []
-    assert len(without(4096, True)) == len(kept(4096, True)) and len(without(16384, False)) == 2
+    # layernorm's backward SPLIT only for one whole 16K row a step; softmax's SCALAR only for rows longer than a block
+    assert with_option(SPLIT, 16384, True) == [(1, 16, 1), (1, 32, 1)]
+    assert with_option(SPLIT, 4096, True) == [] == with_option(SPLIT, 16384, False)
     assert with_option(SCALAR, 16384, False) == [(1, 16, 1), (1, 16, 3), (1, 32, 1), (1, 32, 3)]
     assert with_option(SCALAR, 16384, True) == [] == with_option(SCALAR, 4096, True)
     for block in (1024, 4096):
@@ -198,17 +190,26 @@ def test_softmax_long_rows_one_program_each(scalar):
                                rtol=1e-4, atol=1e-8)
 
 
-@pytest.mark.parametrize("n_cols", [45, 16500])  # whole rows; rows longer than a block (chunked)
+@pytest.mark.parametrize("n_cols", [45, 10000, 16500])  # whole rows; passes over 4K chunks; 16K chunks
 def test_norm_forwards_without_stats_give_the_same_output(n_cols):
-    """No backward to follow (no grad, or `out`): the statistics are neither written nor returned, y is the same."""
+    """Through the launchers, each row path (row_passes picks the passes for 8K-16K rows): y as the float64
+    reference, and with no backward to follow (no grad, or `out`) the same y with the statistics neither written
+    nor returned."""
+    from kernels._rows import row_passes
+    assert row_passes(*row_block(n_cols)) == (n_cols == 10000)
     x = torch.randn(5, n_cols, generator=torch.Generator().manual_seed(1))
     w, b = torch.rand(n_cols) + 0.5, torch.randn(n_cols)
     y, mean, rstd = LN.layernorm_fwd(x, w, b)
+    ref = torch.nn.functional.layer_norm(x.double(), (n_cols,), w.double(), b.double(), 1e-5)
+    torch.testing.assert_close(y.double(), ref, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(mean.double(), x.double().mean(-1), rtol=1e-5, atol=1e-6)
     y_only, no_mean, no_rstd = LN.layernorm_fwd(x, w, b, stats=False)
     assert no_mean is None and no_rstd is None and mean.shape == rstd.shape == (5,)
     torch.testing.assert_close(y_only, y, rtol=0, atol=0)
     torch.testing.assert_close(LN.layernorm(x, w, b), y, rtol=0, atol=0)  # no grad: the stats-free path
     y, rstd = RN.rmsnorm_fwd(x, w)
+    ref_rstd = torch.rsqrt(x.double().pow(2).mean(-1) + 1e-6)
+    torch.testing.assert_close(y.double(), x.double() * ref_rstd[:, None] * w.double(), rtol=1e-4, atol=1e-5)
     y_only, no_rstd = RN.rmsnorm_fwd(x, w, stats=False)
     assert no_rstd is None and rstd.shape == (5,)
     torch.testing.assert_close(y_only, y, rtol=0, atol=0)
