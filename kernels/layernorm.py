@@ -35,9 +35,10 @@ def _layernorm_fwd_tile(X, W, B, Y, MEAN, RSTD, tile, stride_x, stride_y, n_rows
     x = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     mean = tl.sum(x, axis=1) / n_cols  # [ROWS]
     xc = tl.where(mask, x - mean[:, None], 0.0)
-    rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=1) / n_cols + eps)  # [ROWS]
-    w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)
-    b = tl.load(B + cols, mask=col_ok, other=0.0).to(tl.float32)
+    rstd = tl.math.rsqrt(tl.sum(xc * xc, axis=1) / n_cols + eps)  # [ROWS]
+    # w and b: every program reads them, so they stay in L2 (evict_last), as in torch.compile's kernel
+    w = tl.load(W + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
+    b = tl.load(B + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
     y = xc * rstd[:, None] * w[None, :] + b[None, :]
     tl.store(Y + rows64 * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
     if RSTD is not None:  # None: no backward follows (see layernorm_fwd)
@@ -67,14 +68,14 @@ def _layernorm_fwd_chunked(X, W, B, Y, MEAN, RSTD, tile, stride_x, stride_y, n_r
         delta = mean_b - mean
         mean += delta * (n_b / (n_a + n_b))
         m2 += tl.sum(d * d, axis=1) + delta * delta * (n_a * n_b / (n_a + n_b))
-    rstd = 1.0 / tl.sqrt(m2 / n_cols + eps)  # [ROWS]
+    rstd = tl.math.rsqrt(m2 / n_cols + eps)  # [ROWS]
     for start in range(0, n_cols, C):
         cols = start + tl.arange(0, C)
         col_ok = cols < n_cols
         mask = row_ok[:, None] & col_ok[None, :]
         x = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-        w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)
-        b = tl.load(B + cols, mask=col_ok, other=0.0).to(tl.float32)
+        w = tl.load(W + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
+        b = tl.load(B + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
         y = (x - mean[:, None]) * rstd[:, None] * w[None, :] + b[None, :]
         tl.store(Y + rows64 * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
     if RSTD is not None:  # None: no backward follows (see layernorm_fwd)
@@ -104,7 +105,7 @@ def _layernorm_fwd_passes(X, W, B, Y, MEAN, RSTD, row, stride_x, stride_y, n_col
         x = tl.load(x_row + cols, mask=cols < n_cols, other=0.0, eviction_policy="evict_last").to(tl.float32)
         d = tl.where(cols < n_cols, x - mean, 0.0)
         acc += d * d
-    rstd = 1.0 / tl.sqrt(tl.sum(acc, 0) / n_cols + eps)
+    rstd = tl.math.rsqrt(tl.sum(acc, 0) / n_cols + eps)
     for start in range(0, n_cols, C):
         cols = start + tl.arange(0, C)
         ok = cols < n_cols

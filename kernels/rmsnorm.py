@@ -25,8 +25,8 @@ def _rmsnorm_fwd_tile(X, W, Y, RSTD, tile, stride_x, stride_y, n_rows, n_cols, e
     mask = row_ok[:, None] & (cols[None, :] < n_cols)
     rows64 = rows.to(tl.int64)[:, None]  # 64-bit: rows * stride can pass 2^31
     x = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=1) / n_cols + eps)  # [ROWS]
-    w = tl.load(W + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
+    rstd = tl.math.rsqrt(tl.sum(x * x, axis=1) / n_cols + eps)  # [ROWS]
+    w = tl.load(W + cols, mask=cols < n_cols, other=0.0, eviction_policy="evict_last").to(tl.float32)
     y = x * rstd[:, None] * w[None, :]
     tl.store(Y + rows64 * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
     if RSTD is not None:  # None: no backward follows (see rmsnorm_fwd)
@@ -47,13 +47,13 @@ def _rmsnorm_fwd_chunked(X, W, Y, RSTD, tile, stride_x, stride_y, n_rows, n_cols
         mask = row_ok[:, None] & (cols < n_cols)[None, :]
         x = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
         acc += x * x
-    rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=1) / n_cols + eps)  # [ROWS]
+    rstd = tl.math.rsqrt(tl.sum(acc, axis=1) / n_cols + eps)  # [ROWS]
     for start in range(0, n_cols, C):
         cols = start + tl.arange(0, C)
         col_ok = cols < n_cols
         mask = row_ok[:, None] & col_ok[None, :]
         x = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-        w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)
+        w = tl.load(W + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
         tl.store(Y + rows64 * stride_y + cols[None, :], (x * rstd[:, None] * w[None, :]).to(Y.dtype.element_ty),
                  mask=mask)
     if RSTD is not None:  # None: no backward follows (see rmsnorm_fwd)
@@ -74,7 +74,7 @@ def _rmsnorm_fwd_passes(X, W, Y, RSTD, row, stride_x, stride_y, n_cols: tl.const
         cols = start + tl.arange(0, C)
         x = tl.load(x_row + cols, mask=cols < n_cols, other=0.0, eviction_policy="evict_last").to(tl.float32)
         acc += x * x
-    rstd = 1.0 / tl.sqrt(tl.sum(acc, 0) / n_cols + eps)
+    rstd = tl.math.rsqrt(tl.sum(acc, 0) / n_cols + eps)
     for start in range(0, n_cols, C):
         cols = start + tl.arange(0, C)
         ok = cols < n_cols
