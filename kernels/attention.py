@@ -12,7 +12,10 @@ to a power of two), bf16 / fp16 with fp32 accumulation, fp32 with exact (IEEE) p
 and on Hopper and later so is how tiles load: pointer arithmetic, or TMA tensor descriptors over [B, H, S, D]
 (rows past S and columns past D come back as zeros), which need far fewer registers (compiled for sm_90: the
 dK/dV kernel at head_dim 128, 64 x 128 tiles, 255 registers and 808 B of spills with pointers, 254 and none with
-descriptors; the forward at 128 x 64, 255 against 143).
+descriptors; the forward at 128 x 64, 255 against 143). The descriptors are made on the host and passed as
+kernel arguments, their block shapes set per config (_set_blocks), as in Triton's own Hopper attention tutorial:
+made inside the kernel, every program wrote its three to global scratch and fenced before its first load, and
+the forward ran 2.5% slower (H200, bf16 causal [4, 32, 4096, 128]: 1.149-1.158 ms against 1.120, session 20).
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ import math
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernels._autotune import INTERPRETED, quick_bench
 
@@ -29,44 +33,56 @@ LOG2E = 1.4426950408889634
 
 def _configs(tiles, tma_tiles: int = 3, tma_only=()):
     """(BM, BN, num_warps, num_stages) tiles, each with pointer loads, the first `tma_tiles` again with TMA
-    descriptors (pruned where descriptors cannot be used), the `tma_only` tiles with descriptors alone, and the
+    descriptors (pruned where the launcher made none), the `tma_only` tiles with descriptors alone, and the
     FP32_TILES; few, as each costs a compile per head_dim and dtype. The interpreter gets one small pointer config
     (tests/ launch the TMA path directly)."""
     if INTERPRETED:
         return [triton.Config({"BM": 16, "BN": 16, "TMA": False}, num_warps=4, num_stages=1)]
     chosen = ([(t, False) for t in tiles] + [(t, True) for t in tiles[:tma_tiles]] + [(t, True) for t in tma_only]
               + [(t, False) for t in FP32_TILES])
-    return [triton.Config({"BM": m, "BN": n, "TMA": tma}, num_warps=w, num_stages=s) for (m, n, w, s), tma in chosen]
+    return [triton.Config({"BM": m, "BN": n, "TMA": tma}, num_warps=w, num_stages=s, pre_hook=_set_blocks)
+            for (m, n, w, s), tma in chosen]
 
 
 _TMA_OK: bool | None = None  # whether TMA descriptors work in this process (probed once on the first CUDA call)
 TMA_ERROR = ""  # why they do not, when the probe launch raised
+# Each kernel's descriptor arguments and the tile rows their blocks hold: queries and output gradients BM, keys
+# and values BN (in every kernel).
+_BLOCK_ROWS = {"Q_TMA": "BM", "DO_TMA": "BM", "K_TMA": "BN", "V_TMA": "BN"}
 
 
-def _alloc(size: int, alignment: int, stream):
-    """Scratch global memory for descriptors made inside kernels (triton.set_allocator)."""
-    return torch.empty(size, dtype=torch.int8, device="cuda")
+def _descriptor(t: torch.Tensor, rows: int, head_dim: int) -> TensorDescriptor:
+    """A TMA descriptor over t [B, H, S, D] loading [rows, head_dim] blocks of one head (zeros past S and D)."""
+    return TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, rows, head_dim])
 
 
-def _tma_usable(named_args) -> bool:
-    """Descriptors need the probe to have passed, 16-byte aligned base addresses and row/head/batch strides; not
-    offered for fp32, whose IEEE products spill more with them (sm_90, head_dim 16, 128 x 64: 1008 B of stack a
-    thread against 128)."""
-    if not _TMA_OK:
-        return False
-    tensors = [named_args[n] for n in ("Q", "K", "V", "DO") if n in named_args]
-    size = tensors[0].element_size()
-    return (tensors[0].dtype != torch.float32 and all(t.data_ptr() % 16 == 0 for t in tensors)
-            and all((v * size) % 16 == 0 for n, v in named_args.items() if n.startswith("stride_")))
+def _set_blocks(nargs: dict) -> None:
+    """Config pre-hook: set the descriptors' block shapes to this config's tiles before it is launched (every
+    config, so a pointer config's unused descriptors do not change its compiled signature from call to call)."""
+    for name, rows in _BLOCK_ROWS.items():
+        if nargs.get(name) is not None:
+            nargs[name].block_shape = [1, 1, nargs[rows], nargs["HEAD_DIM"]]
+
+
+def _descriptors(meta: dict, *tensors: torch.Tensor) -> list:
+    """Host-side descriptors over the tensors, or Nones where TMA cannot be used: the probe failed, head_dim is
+    not a power of two (blocks no wider than the matrix), a base address or stride is not 16-byte aligned, or
+    fp32, whose IEEE products spill more with them (sm_90, head_dim 16, 128 x 64: 1008 B of stack a thread
+    against 128). Their block shapes are set per config by _set_blocks."""
+    aligned = lambda t: t.data_ptr() % 16 == 0 and all(s * t.element_size() % 16 == 0 for s in t.stride()[:3])
+    if not (_TMA_OK and meta["D"] == meta["HEAD_DIM"] and tensors[0].dtype != torch.float32
+            and all(aligned(t) for t in tensors)):
+        return [None] * len(tensors)
+    return [_descriptor(t, 16, meta["HEAD_DIM"]) for t in tensors]
 
 
 def _for_dtype(configs, named_args, kwargs):
-    """TMA configs where usable (and the head_dim is a power of two: blocks no wider than the matrix); fp32 gets
-    only the FP32_TILES and the others only theirs."""
+    """TMA configs where the launcher made descriptors; fp32 gets only the FP32_TILES and the others only
+    theirs."""
     if INTERPRETED:
         return configs
     fp32 = named_args["Q"].dtype == torch.float32
-    tma = _tma_usable(named_args) and kwargs.get("D") == kwargs.get("HEAD_DIM")
+    tma = named_args["Q_TMA"] is not None
     tile = lambda c: (c.kwargs["BM"], c.kwargs["BN"], c.num_warps, c.num_stages)
     return [c for c in configs if (tile(c) in FP32_TILES) == fp32 and (tma or not c.kwargs["TMA"])]
 
@@ -131,13 +147,11 @@ def _load_rows(base, rows, stride, offs_d, S, D: tl.constexpr, HEAD_DIM: tl.cons
 
 
 @triton.jit
-def _source(X, b, h, B, H, S, stride_b, stride_h, stride_s, D: tl.constexpr, HEAD_DIM: tl.constexpr,
-            ROWS: tl.constexpr, TMA: tl.constexpr):
-    """Where one head's [S, D] matrix is read from: a descriptor of [ROWS, HEAD_DIM] blocks over [B, H, S, D], or
-    the head's base pointer."""
+def _source(X, X_TMA, b, h, stride_b, stride_h, TMA: tl.constexpr):
+    """Where one head's [S, D] matrix is read from: the descriptor over [B, H, S, D], or the head's base
+    pointer."""
     if TMA:  # one return per branch: the compiler types every return it reaches, even past a constexpr branch
-        src = tl.make_tensor_descriptor(X, shape=[B, H, S, D], strides=[stride_b, stride_h, stride_s, 1],
-                                        block_shape=[1, 1, ROWS, HEAD_DIM])
+        src = X_TMA
     else:
         src = X + b.to(tl.int64) * stride_b + h.to(tl.int64) * stride_h
     return src
@@ -196,8 +210,8 @@ def _block_index(n_blocks, CAUSAL: tl.constexpr):
 @triton.autotune(configs=_configs(FWD_TILES, tma_only=FWD_TMA_ONLY), key=["S", "HEAD_DIM", "CAUSAL"],
                  prune_configs_by={"early_config_prune": _fwd_prune}, do_bench=quick_bench)
 @triton.jit
-def _fwd_kernel(Q, K, V, O, LSE, stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
-                stride_vb, stride_vh, stride_vs, stride_ob, stride_oh, stride_os, B, H, S, qk_scale,
+def _fwd_kernel(Q, K, V, Q_TMA, K_TMA, V_TMA, O, LSE, stride_qb, stride_qh, stride_qs, stride_kb, stride_kh,
+                stride_ks, stride_vb, stride_vh, stride_vs, stride_ob, stride_oh, stride_os, H, S, qk_scale,
                 D: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
                 PRECISION: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, TMA: tl.constexpr):
     blk, bh = _block_index(tl.cdiv(S, BM), CAUSAL)
@@ -206,12 +220,12 @@ def _fwd_kernel(Q, K, V, O, LSE, stride_qb, stride_qh, stride_qs, stride_kb, str
     offs_m = start_m + tl.arange(0, BM)
     offs_n = tl.arange(0, BN)
     offs_d = tl.arange(0, HEAD_DIM)
-    q_src = _source(Q, b, h, B, H, S, stride_qb, stride_qh, stride_qs, D, HEAD_DIM, BM, TMA)
+    q_src = _source(Q, Q_TMA, b, h, stride_qb, stride_qh, TMA)
     q = _tile(q_src, b, h, start_m, tl.arange(0, BM), stride_qs, offs_d, S, D, HEAD_DIM, BM, True, TMA)
     if UPCAST:
         q = q.to(tl.float32)
-    k_src = _source(K, b, h, B, H, S, stride_kb, stride_kh, stride_ks, D, HEAD_DIM, BN, TMA)
-    v_src = _source(V, b, h, B, H, S, stride_vb, stride_vh, stride_vs, D, HEAD_DIM, BN, TMA)
+    k_src = _source(K, K_TMA, b, h, stride_kb, stride_kh, TMA)
+    v_src = _source(V, V_TMA, b, h, stride_vb, stride_vh, TMA)
     m_i = tl.full([BM], -float("inf"), dtype=tl.float32)
     l_i = tl.zeros([BM], dtype=tl.float32)
     acc = tl.zeros([BM, HEAD_DIM], dtype=tl.float32)
@@ -284,8 +298,9 @@ def _dkdv_block(dk, dv, k, v, q_src, do_src, b, h, lse_base, delta_base, stride_
 @triton.autotune(configs=_configs(DKDV_TILES), key=["S", "HEAD_DIM", "CAUSAL"],
                  prune_configs_by={"early_config_prune": _bwd_prune}, do_bench=quick_bench)
 @triton.jit
-def _dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
-                 stride_vb, stride_vh, stride_vs, stride_gb, stride_gh, stride_gs, B, H, S, qk_scale, sm_scale,
+def _dkdv_kernel(Q, K, V, DO, Q_TMA, K_TMA, V_TMA, DO_TMA, LSE, DELTA, DK, DV, stride_qb, stride_qh, stride_qs,
+                 stride_kb, stride_kh, stride_ks, stride_vb, stride_vh, stride_vs, stride_gb, stride_gh, stride_gs,
+                 H, S, qk_scale, sm_scale,
                  D: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
                  PRECISION: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, TMA: tl.constexpr):
     """dV = P^T dO and dK = dS^T Q * scale for one block of BN keys, over the query blocks that see them: the
@@ -297,15 +312,15 @@ def _dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, stride_qb, stride_qh, stride_q
     offs_n = start_n + tl.arange(0, BN)
     offs_m = tl.arange(0, BM)
     offs_d = tl.arange(0, HEAD_DIM)
-    k_src = _source(K, b, h, B, H, S, stride_kb, stride_kh, stride_ks, D, HEAD_DIM, BN, TMA)
-    v_src = _source(V, b, h, B, H, S, stride_vb, stride_vh, stride_vs, D, HEAD_DIM, BN, TMA)
+    k_src = _source(K, K_TMA, b, h, stride_kb, stride_kh, TMA)
+    v_src = _source(V, V_TMA, b, h, stride_vb, stride_vh, TMA)
     k = _tile(k_src, b, h, start_n, tl.arange(0, BN), stride_ks, offs_d, S, D, HEAD_DIM, BN, True, TMA)  # [BN, HD]
     v = _tile(v_src, b, h, start_n, tl.arange(0, BN), stride_vs, offs_d, S, D, HEAD_DIM, BN, True, TMA)
     if UPCAST:
         k = k.to(tl.float32)
         v = v.to(tl.float32)
-    q_src = _source(Q, b, h, B, H, S, stride_qb, stride_qh, stride_qs, D, HEAD_DIM, BM, TMA)
-    do_src = _source(DO, b, h, B, H, S, stride_gb, stride_gh, stride_gs, D, HEAD_DIM, BM, TMA)
+    q_src = _source(Q, Q_TMA, b, h, stride_qb, stride_qh, TMA)
+    do_src = _source(DO, DO_TMA, b, h, stride_gb, stride_gh, TMA)
     stats = bh.to(tl.int64) * S
     dk = tl.zeros([BN, HEAD_DIM], dtype=tl.float32)
     dv = tl.zeros([BN, HEAD_DIM], dtype=tl.float32)
@@ -360,8 +375,9 @@ def _dq_block(dq, q, do, lse, delta, k_src, v_src, b, h, stride_ks, stride_vs, l
 @triton.autotune(configs=_configs(DQ_TILES), key=["S", "HEAD_DIM", "CAUSAL"],
                  prune_configs_by={"early_config_prune": _dq_prune}, do_bench=quick_bench)
 @triton.jit
-def _dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
-               stride_vb, stride_vh, stride_vs, stride_gb, stride_gh, stride_gs, B, H, S, qk_scale, sm_scale,
+def _dq_kernel(Q, K, V, DO, Q_TMA, K_TMA, V_TMA, DO_TMA, LSE, DELTA, DQ, stride_qb, stride_qh, stride_qs,
+               stride_kb, stride_kh, stride_ks, stride_vb, stride_vh, stride_vs, stride_gb, stride_gh, stride_gs,
+               H, S, qk_scale, sm_scale,
                D: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
                PRECISION: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, TMA: tl.constexpr):
     """dQ = dS K * scale for one block of BM queries, over the key blocks they see (the diagonal and the
@@ -373,8 +389,8 @@ def _dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, stride_qb, stride_qh, stride_qs, str
     offs_n = tl.arange(0, BN)
     offs_d = tl.arange(0, HEAD_DIM)
     row_ok = offs_m < S
-    q_src = _source(Q, b, h, B, H, S, stride_qb, stride_qh, stride_qs, D, HEAD_DIM, BM, TMA)
-    do_src = _source(DO, b, h, B, H, S, stride_gb, stride_gh, stride_gs, D, HEAD_DIM, BM, TMA)
+    q_src = _source(Q, Q_TMA, b, h, stride_qb, stride_qh, TMA)
+    do_src = _source(DO, DO_TMA, b, h, stride_gb, stride_gh, TMA)
     q = _tile(q_src, b, h, start_m, tl.arange(0, BM), stride_qs, offs_d, S, D, HEAD_DIM, BM, True, TMA)
     do = _tile(do_src, b, h, start_m, tl.arange(0, BM), stride_gs, offs_d, S, D, HEAD_DIM, BM, True, TMA)
     if UPCAST:
@@ -383,8 +399,8 @@ def _dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, stride_qb, stride_qh, stride_qs, str
     stats = bh.to(tl.int64) * S
     lse = tl.load(LSE + stats + offs_m, mask=row_ok, other=0.0)
     delta = tl.load(DELTA + stats + offs_m, mask=row_ok, other=0.0)
-    k_src = _source(K, b, h, B, H, S, stride_kb, stride_kh, stride_ks, D, HEAD_DIM, BN, TMA)
-    v_src = _source(V, b, h, B, H, S, stride_vb, stride_vh, stride_vs, D, HEAD_DIM, BN, TMA)
+    k_src = _source(K, K_TMA, b, h, stride_kb, stride_kh, TMA)
+    v_src = _source(V, V_TMA, b, h, stride_vb, stride_vh, TMA)
     dq = tl.zeros([BM, HEAD_DIM], dtype=tl.float32)
     if CAUSAL:  # keys right of the diagonal are never seen; BN divides BM, so [0, start_m) is whole blocks
         full_end = start_m
@@ -422,9 +438,8 @@ def _meta(q: torch.Tensor) -> dict:
 
 
 def _probe_tma(device: torch.device) -> None:
-    """Once per process on a CUDA device of compute capability 9 or more: install the descriptor allocator and
-    run the forward at a small shape with descriptors and with pointers; unless both run and agree, TMA configs
-    are never tried."""
+    """Once per process on a CUDA device of compute capability 9 or more: run the forward at a small shape with
+    descriptors and with pointers; unless both run and agree, TMA configs are never tried."""
     global _TMA_OK, TMA_ERROR
     if _TMA_OK is not None:
         return
@@ -432,15 +447,15 @@ def _probe_tma(device: torch.device) -> None:
     if INTERPRETED or device.type != "cuda" or torch.cuda.get_device_capability(device)[0] < 9:
         return
     try:
-        triton.set_allocator(_alloc)
         gen = torch.Generator(device=device).manual_seed(0)
         q, k, v = (torch.randn(1, 2, 80, 64, generator=gen, device=device).to(torch.bfloat16) for _ in range(3))
+        descriptors = [_descriptor(t, 64, 64) for t in (q, k, v)]
         outs = []
         for tma in (True, False):
             o, lse = torch.empty_like(q), torch.empty(2, 80, dtype=torch.float32, device=device)
-            _fwd_kernel.fn[(2, 2)](q, k, v, o, lse, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
-                                   *o.stride()[:3], 1, 2, 80, LOG2E / 8, CAUSAL=True, BM=64, BN=64, TMA=tma,
-                                   num_warps=4, num_stages=2, **_meta(q))
+            _fwd_kernel.fn[(2, 2)](q, k, v, *descriptors, o, lse, *q.stride()[:3], *k.stride()[:3],
+                                   *v.stride()[:3], *o.stride()[:3], 2, 80, LOG2E / 8, CAUSAL=True, BM=64, BN=64,
+                                   TMA=tma, num_warps=4, num_stages=2, **_meta(q))
             outs.append(o.float())
         torch.cuda.synchronize(device)
         if not torch.allclose(outs[0], outs[1], rtol=1e-2, atol=1e-2):
@@ -448,16 +463,6 @@ def _probe_tma(device: torch.device) -> None:
         _TMA_OK = True
     except Exception as e:  # an older Triton or driver: pointer loads only
         TMA_ERROR = f"{type(e).__name__}: {e}"
-
-
-def _ready_tma(device: torch.device) -> None:
-    """Probe once, then give this thread the descriptor allocator: triton.set_allocator sets a ContextVar, which
-    the autograd engine's backward thread does not inherit from the thread that probed (on an H200 every Triton
-    backward failed "no allocator was set" in a run where no torch.compile case, whose Inductor sets one of its
-    own, had run first)."""
-    _probe_tma(device)
-    if _TMA_OK:
-        triton.set_allocator(_alloc)
 
 
 def tma_status(device: torch.device) -> str:
@@ -469,22 +474,23 @@ def tma_status(device: torch.device) -> str:
 def flash_attention_fwd(q, k, v, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """o [B, H, S, D] and the base-2 logsumexp [B*H, S] (fp32) of the scaled scores."""
     _check(q, k, v)
-    _ready_tma(q.device)
+    _probe_tma(q.device)
     q, k, v = _unit_last(q), _unit_last(k), _unit_last(v)
     bsz, heads, seq, _ = q.shape
     o = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = torch.empty(bsz * heads, seq, dtype=torch.float32, device=q.device)  # [B*H, S]
     if q.numel() == 0:
         return o, lse
+    meta = _meta(q)
     sm_scale = 1.0 / math.sqrt(q.shape[-1])
-    grid = lambda meta: (triton.cdiv(seq, meta["BM"]), bsz * heads)
-    _fwd_kernel[grid](q, k, v, o, lse, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], bsz, heads,
-                      seq, sm_scale * LOG2E, CAUSAL=causal, **_meta(q))
+    grid = lambda m: (triton.cdiv(seq, m["BM"]), bsz * heads)
+    _fwd_kernel[grid](q, k, v, *_descriptors(meta, q, k, v), o, lse, *q.stride()[:3], *k.stride()[:3],
+                      *v.stride()[:3], *o.stride()[:3], heads, seq, sm_scale * LOG2E, CAUSAL=causal, **meta)
     return o, lse
 
 
 def flash_attention_bwd(do, q, k, v, o, lse, causal: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    _ready_tma(q.device)
+    _probe_tma(q.device)
     q, k, v = _unit_last(q), _unit_last(k), _unit_last(v)
     do = do.contiguous()
     bsz, heads, seq, d = q.shape
@@ -496,12 +502,13 @@ def flash_attention_bwd(do, q, k, v, o, lse, causal: bool) -> tuple[torch.Tensor
     _delta_kernel[(triton.cdiv(seq, 64), bsz * heads)](o, do, delta, *o.stride()[:3], *do.stride()[:3], heads, seq,
                                                          D=d, HEAD_DIM=meta["HEAD_DIM"], BM=64)
     sm_scale = 1.0 / math.sqrt(d)
-    args = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], bsz, heads, seq, sm_scale * LOG2E,
+    tensors = (q, k, v, do, *_descriptors(meta, q, k, v, do))
+    args = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], heads, seq, sm_scale * LOG2E,
             sm_scale)
-    _dkdv_kernel[lambda m: (triton.cdiv(seq, m["BN"]), bsz * heads)](q, k, v, do, lse, delta, dk, dv, *args,
+    _dkdv_kernel[lambda m: (triton.cdiv(seq, m["BN"]), bsz * heads)](*tensors, lse, delta, dk, dv, *args,
                                                                       CAUSAL=causal, **meta)
-    _dq_kernel[lambda m: (triton.cdiv(seq, m["BM"]), bsz * heads)](q, k, v, do, lse, delta, dq, *args,
-                                                                    CAUSAL=causal, **meta)
+    _dq_kernel[lambda m: (triton.cdiv(seq, m["BM"]), bsz * heads)](*tensors, lse, delta, dq, *args, CAUSAL=causal,
+                                                                    **meta)
     return dq, dk, dv
 
 

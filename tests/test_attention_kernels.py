@@ -10,24 +10,28 @@ from kernels import attention as A
 
 
 def run(q, k, v, do, causal, tma, bm=16, bn=16):
-    """Forward and backward with one explicit tile and load path, as the launchers do."""
+    """Forward and backward with one explicit tile and load path, as the launchers do: host-side descriptors
+    over q, k, v, do, their block shapes set by the configs' pre-hook."""
     bsz, heads, seq, d = q.shape
     meta = A._meta(q)
     o = torch.empty_like(q)
     lse = torch.empty(bsz * heads, seq, dtype=torch.float32)
     tile = dict(BM=bm, BN=bn, TMA=tma, num_warps=4, num_stages=1)
+    descriptors = dict(zip(("Q_TMA", "K_TMA", "V_TMA", "DO_TMA"),
+                           (A._descriptor(t, 16, meta["HEAD_DIM"]) for t in (q, k, v, do))))
+    A._set_blocks({**descriptors, **meta, **tile})
+    qd, kd, vd, dod = descriptors.values()
     scale = 1 / math.sqrt(d)
     A._fwd_kernel.fn[(triton.cdiv(seq, bm), bsz * heads)](
-        q, k, v, o, lse, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], bsz, heads, seq,
+        q, k, v, qd, kd, vd, o, lse, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], heads, seq,
         scale * A.LOG2E, CAUSAL=causal, **meta, **tile)
     delta = (o.float() * do.float()).sum(-1).reshape(bsz * heads, seq).contiguous()
     dq, dk, dv = (torch.empty_like(do) for _ in range(3))
-    args = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], bsz, heads, seq, scale * A.LOG2E,
-            scale)
-    A._dkdv_kernel.fn[(triton.cdiv(seq, bn), bsz * heads)](q, k, v, do, lse, delta, dk, dv, *args, CAUSAL=causal,
-                                                            **meta, **tile)
-    A._dq_kernel.fn[(triton.cdiv(seq, bm), bsz * heads)](q, k, v, do, lse, delta, dq, *args, CAUSAL=causal, **meta,
-                                                          **tile)
+    args = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], heads, seq, scale * A.LOG2E, scale)
+    A._dkdv_kernel.fn[(triton.cdiv(seq, bn), bsz * heads)](q, k, v, do, qd, kd, vd, dod, lse, delta, dk, dv, *args,
+                                                            CAUSAL=causal, **meta, **tile)
+    A._dq_kernel.fn[(triton.cdiv(seq, bm), bsz * heads)](q, k, v, do, qd, kd, vd, dod, lse, delta, dq, *args,
+                                                          CAUSAL=causal, **meta, **tile)
     return o, dq, dk, dv
 
 
@@ -57,11 +61,38 @@ def test_tma_path_matches_float64(shape, causal, dtype):
         assert err < tol, f"{name}: relative error {err:.2e}"
 
 
-def test_both_load_paths_agree():
+@pytest.mark.parametrize("bm, bn", [(16, 16), (32, 16)])
+def test_both_load_paths_agree(bm, bn):
+    """Query and key tiles of different heights: each descriptor gets its own block shape."""
     gen = torch.Generator().manual_seed(1)
     q, k, v, do = (torch.randn(1, 2, 57, 32, generator=gen) for _ in range(4))
-    for a, b in zip(run(q, k, v, do, True, tma=True), run(q, k, v, do, True, tma=False)):
+    for a, b in zip(run(q, k, v, do, True, tma=True, bm=bm, bn=bn), run(q, k, v, do, True, tma=False, bm=bm, bn=bn)):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_set_blocks_gives_query_and_key_descriptors_their_tile_heights():
+    q = torch.zeros(2, 3, 40, 64, dtype=torch.bfloat16)
+    nargs = {name: A._descriptor(q, 16, 64) for name in ("Q_TMA", "K_TMA", "V_TMA", "DO_TMA")}
+    A._set_blocks({**nargs, "BM": 128, "BN": 32, "HEAD_DIM": 64})
+    assert [d.block_shape for d in nargs.values()] == [[1, 1, 128, 64], [1, 1, 32, 64], [1, 1, 32, 64],
+                                                       [1, 1, 128, 64]]
+    A._set_blocks({"Q_TMA": None, "BM": 128, "BN": 32, "HEAD_DIM": 64})  # no descriptors (pointer loads): no-op
+
+
+def test_descriptors_only_where_tma_can_load(monkeypatch):
+    """The launchers pass descriptors only when the probe passed, for 16-bit types, a power-of-two head_dim and
+    16-byte aligned addresses and strides; otherwise Nones, and the TMA configs are pruned."""
+    monkeypatch.setattr(A, "_TMA_OK", True)
+    bf16 = torch.zeros(1, 2, 40, 64, dtype=torch.bfloat16)
+    made = A._descriptors(A._meta(bf16), bf16, bf16)
+    assert [d.shape for d in made] == [[1, 2, 40, 64]] * 2 and made[0].strides == list(bf16.stride())
+    odd = torch.zeros(1, 2, 40, 40, dtype=torch.bfloat16)  # head_dim 40: padded to 64, blocks wider than the rows
+    unaligned = torch.zeros(1, 2, 40, 68, dtype=torch.bfloat16)[..., :64]  # row stride 136 B
+    fp32 = torch.zeros(1, 2, 40, 64)
+    for t in (odd, unaligned, fp32):
+        assert A._descriptors(A._meta(t), t, t) == [None, None]
+    monkeypatch.setattr(A, "_TMA_OK", False)
+    assert A._descriptors(A._meta(bf16), bf16) == [None]
 
 
 def test_forward_configs_offered_per_dtype_and_tma(monkeypatch):
@@ -73,8 +104,9 @@ def test_forward_configs_offered_per_dtype_and_tma(monkeypatch):
     def offered(dtype, tma_ok):
         monkeypatch.setattr(A, "_TMA_OK", tma_ok)
         q = torch.empty(1, 2, 64, 64, dtype=dtype)
-        args = {"Q": q, "K": q, "V": q, **{f"stride_q{a}": s for a, s in zip("bhs", q.stride()[:3])}}
-        return A._fwd_prune(configs, args, D=64, HEAD_DIM=64)
+        meta = A._meta(q)
+        args = {"Q": q, "K": q, "V": q, "Q_TMA": A._descriptors(meta, q)[0]}
+        return A._fwd_prune(configs, args, **meta)
 
     with_tma = offered(torch.bfloat16, True)
     assert any(c.kwargs["TMA"] for c in with_tma) and any(not c.kwargs["TMA"] for c in with_tma)
@@ -85,20 +117,3 @@ def test_forward_configs_offered_per_dtype_and_tma(monkeypatch):
     assert not {tile(c) for c in without} & set(A.FWD_TMA_ONLY)  # descriptors only: no pointer variant
     fp32 = offered(torch.float32, True)
     assert fp32 and all((c.kwargs["BM"], c.kwargs["BN"], c.num_warps, c.num_stages) in A.FP32_TILES for c in fp32)
-
-
-def test_every_thread_that_launches_gets_the_descriptor_allocator(monkeypatch):
-    """triton.set_allocator is per thread (a ContextVar) and autograd runs CUDA backwards on its own thread: the
-    launchers install the allocator in whichever thread calls them, not only in the one that probed."""
-    import threading
-
-    installed = []
-    monkeypatch.setattr(A, "_TMA_OK", True)  # probed already (as on a Hopper GPU)
-    monkeypatch.setattr(A.triton, "set_allocator", lambda alloc: installed.append(threading.get_ident()))
-    gen = torch.Generator().manual_seed(4)
-    q, k, v, do = (torch.randn(1, 1, 20, 16, generator=gen) for _ in range(4))
-    o, lse = A.flash_attention_fwd(q, k, v, True)
-    worker = threading.Thread(target=A.flash_attention_bwd, args=(do, q, k, v, o, lse, True))
-    worker.start()
-    worker.join()
-    assert installed == [threading.get_ident(), worker.ident]
