@@ -73,19 +73,6 @@ def row_passes(block: int, single: bool) -> bool:
     return single and block >= 16384
 
 
-@triton.jit
-def tile_mask(row_ok, col_ok, ROWS: tl.constexpr):
-    """The [ROWS, BLOCK] mask of a tile of whole rows. A one-row tile's row always exists (its grid, or its loop,
-    stops at the last row), so only the columns are masked: the compiler cannot see that, and the row compare
-    cost layernorm's forward at 16384 x 768 (one row a program, one warp) 32 of its 368 instructions (sm_90,
-    Triton 3.6 offline; torch.compile's kernel, with the row count compiled in, has none)."""
-    if ROWS == 1:
-        mask = col_ok[None, :]
-    else:
-        mask = row_ok[:, None] & col_ok[None, :]
-    return mask
-
-
 def tuned_rows(key: tuple[str, ...] = ("n_cols", "n_rows"), long_stages: bool = False, option: Option | None = None):
     """triton.autotune over (ROWS, num_warps, STAGES), keyed by the shape (and, implicitly, the dtypes); STAGES
     pipelines the loop over rows that fit a block, and with `long_stages` the chunk loops of longer rows; an

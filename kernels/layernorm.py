@@ -12,7 +12,7 @@ import triton
 import triton.language as tl
 
 from kernels._rows import (SPLIT_COLUMNS, as_rows, reduction_programs, row_block, row_grid, row_passes,
-                           sum_partials, tile_mask, tuned_rows)
+                           sum_partials, tuned_rows)
 
 
 @triton.jit
@@ -30,7 +30,7 @@ def _layernorm_fwd_tile(X, W, B, Y, MEAN, RSTD, tile, stride_x, stride_y, n_rows
     cols = tl.arange(0, BLOCK)
     row_ok = rows < n_rows
     col_ok = cols < n_cols
-    mask = tile_mask(row_ok, col_ok, ROWS)
+    mask = row_ok[:, None] & col_ok[None, :]
     rows64 = rows.to(tl.int64)[:, None]  # 64-bit: rows * stride can pass 2^31
     x = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     mean = tl.sum(x, axis=1) / n_cols  # [ROWS]

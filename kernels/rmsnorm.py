@@ -12,7 +12,7 @@ import triton
 import triton.language as tl
 
 from kernels._rows import (as_rows, reduction_programs, row_block, row_grid, row_passes, sum_partials,
-                           tile_mask, tuned_rows)
+                           tuned_rows)
 
 
 @triton.jit
@@ -22,7 +22,7 @@ def _rmsnorm_fwd_tile(X, W, Y, RSTD, tile, stride_x, stride_y, n_rows, n_cols, e
     rows = tile * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK)
     row_ok = rows < n_rows
-    mask = tile_mask(row_ok, cols < n_cols, ROWS)
+    mask = row_ok[:, None] & (cols[None, :] < n_cols)
     rows64 = rows.to(tl.int64)[:, None]  # 64-bit: rows * stride can pass 2^31
     x = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     rstd = tl.math.rsqrt(tl.sum(x * x, axis=1) / n_cols + eps)  # [ROWS]
