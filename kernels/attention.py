@@ -32,7 +32,7 @@ LOG2E = 1.4426950408889634
 
 
 def _configs(tiles, tma_tiles: int = 3, tma_only=()):
-    """(BM, BN, num_warps, num_stages) tiles, each with pointer loads, the first `tma_tiles` again with TMA
+    """(BM, BN, num_warps, num_stages[, maxnreg]) tiles, each with pointer loads, the first `tma_tiles` again with TMA
     descriptors (pruned where the launcher made none), the `tma_only` tiles with descriptors alone, and the
     FP32_TILES; few, as each costs a compile per head_dim and dtype. The interpreter gets one small pointer config
     (tests/ launch the TMA path directly)."""
@@ -40,8 +40,13 @@ def _configs(tiles, tma_tiles: int = 3, tma_only=()):
         return [triton.Config({"BM": 16, "BN": 16, "TMA": False}, num_warps=4, num_stages=1)]
     chosen = ([(t, False) for t in tiles] + [(t, True) for t in tiles[:tma_tiles]] + [(t, True) for t in tma_only]
               + [(t, False) for t in FP32_TILES])
-    return [triton.Config({"BM": m, "BN": n, "TMA": tma}, num_warps=w, num_stages=s, pre_hook=_set_blocks)
-            for (m, n, w, s), tma in chosen]
+    return [triton.Config({"BM": m, "BN": n, "TMA": tma}, num_warps=w, num_stages=s, maxnreg=cap[0] if cap else None,
+                          pre_hook=_set_blocks) for (m, n, w, s, *cap), tma in chosen]
+
+
+def _config_tile(c: triton.Config) -> tuple:
+    """A config's tile as the tile lists write it."""
+    return (c.kwargs["BM"], c.kwargs["BN"], c.num_warps, c.num_stages) + ((c.maxnreg,) if c.maxnreg else ())
 
 
 _TMA_OK: bool | None = None  # whether TMA descriptors work in this process (probed once on the first CUDA call)
@@ -83,16 +88,17 @@ def _for_dtype(configs, named_args, kwargs):
         return configs
     fp32 = named_args["Q"].dtype == torch.float32
     tma = named_args["Q_TMA"] is not None
-    tile = lambda c: (c.kwargs["BM"], c.kwargs["BN"], c.num_warps, c.num_stages)
-    return [c for c in configs if (tile(c) in FP32_TILES) == fp32 and (tma or not c.kwargs["TMA"])]
+    return [c for c in configs if (_config_tile(c) in FP32_TILES) == fp32 and (tma or not c.kwargs["TMA"])]
 
 
 def _fwd_prune(configs, named_args, **kwargs):
-    """The forward's causal split needs BM a multiple of BN; 128-wide tiles at head_dim 128 in fp32 spill."""
+    """The forward's causal split needs BM a multiple of BN; 128-wide tiles at head_dim 128 in fp32 spill, and
+    register caps (maxnreg) are for head_dim 64 and below."""
     d = kwargs.get("HEAD_DIM", named_args.get("HEAD_DIM"))
     fp32 = named_args["Q"].dtype == torch.float32
     kept = [c for c in _for_dtype(configs, named_args, kwargs) if c.kwargs["BM"] % c.kwargs["BN"] == 0
-            and not (fp32 and d >= 128 and c.kwargs["BM"] * c.kwargs["BN"] > 64 * 64)]
+            and not (fp32 and d >= 128 and c.kwargs["BM"] * c.kwargs["BN"] > 64 * 64)
+            and not (c.maxnreg and d > 64)]
     return kept or configs[:1]
 
 
@@ -115,9 +121,13 @@ def _dq_prune(configs, named_args, **kwargs):
 # (BM, BN, num_warps, num_stages): the best few of a sweep of 24 forward and 12 + 12 backward tiles on an H200
 # (bf16, causal; [4, 32, 4096, 128] and [1, 16, 16384, 64]).
 FWD_TILES = [(128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 4, 4), (64, 64, 4, 3), (128, 32, 4, 3)]
-# One warpgroup a CTA and two stages (two CTAs an SM), with descriptors only: on an H200 (session 18, bf16 causal)
-# 1.148 ms at [4, 32, 4096, 128] against 1.188 for TMA 128 x 128 (the pick before); with pointers 1.410.
-FWD_TMA_ONLY = [(128, 64, 4, 2)]
+# With descriptors only. One warpgroup a CTA and two stages (two CTAs an SM): on an H200 (session 18, bf16 causal)
+# 1.148 ms at [4, 32, 4096, 128] against 1.188 for TMA 128 x 128 (the pick before); with pointers 1.410. And
+# 128 x 128 at 8 warps capped at 128 registers, so two CTAs share an SM (175 registers uncapped at head_dim 64,
+# one CTA): at [1, 16, 16384, 64] 1.228 ms against 1.284 for the pick before (128 x 64, 8 warps, 3 stages) and
+# 1.43 uncapped (session 20, host descriptors); capped at head_dim 128 such tiles spill (128 x 128, 2 stages:
+# 8.9 ms), so _fwd_prune offers caps at head_dim 64 and below.
+FWD_TMA_ONLY = [(128, 64, 4, 2), (128, 128, 8, 3, 128)]
 # Tried on an H200 and left out (session 19): 64 x 64 tiles with descriptors (one warpgroup, 138 registers and
 # no spills with Triton 3.6 where 128 x 64 spills 80 B): in two autotunes 1.158 and 1.162 ms against 1.139 and
 # 1.194 for 128 x 64; picked in the second, the bench read 1.195 ms against 1.160 in the first.

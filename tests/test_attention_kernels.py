@@ -110,10 +110,16 @@ def test_forward_configs_offered_per_dtype_and_tma(monkeypatch):
 
     with_tma = offered(torch.bfloat16, True)
     assert any(c.kwargs["TMA"] for c in with_tma) and any(not c.kwargs["TMA"] for c in with_tma)
-    tile = lambda c: (c.kwargs["BM"], c.kwargs["BN"], c.num_warps, c.num_stages)
-    assert {tile(c) for c in with_tma if c.kwargs["TMA"]} >= set(A.FWD_TMA_ONLY)
+    assert {A._config_tile(c) for c in with_tma if c.kwargs["TMA"]} >= set(A.FWD_TMA_ONLY)
     without = offered(torch.bfloat16, False)
     assert not any(c.kwargs["TMA"] for c in without)
-    assert not {tile(c) for c in without} & set(A.FWD_TMA_ONLY)  # descriptors only: no pointer variant
+    assert not {A._config_tile(c) for c in without} & set(A.FWD_TMA_ONLY)  # descriptors only: no pointer variant
     fp32 = offered(torch.float32, True)
-    assert fp32 and all((c.kwargs["BM"], c.kwargs["BN"], c.num_warps, c.num_stages) in A.FP32_TILES for c in fp32)
+    assert fp32 and all(A._config_tile(c) in A.FP32_TILES for c in fp32)
+    # a register cap reaches the config (two CTAs an SM) and is offered only up to head_dim 64
+    assert any(c.maxnreg == 128 for c in with_tma)
+    q128 = torch.empty(1, 2, 64, 128, dtype=torch.bfloat16)
+    monkeypatch.setattr(A, "_TMA_OK", True)
+    meta = A._meta(q128)
+    at_128 = A._fwd_prune(configs, {"Q": q128, "Q_TMA": A._descriptors(meta, q128)[0]}, **meta)
+    assert at_128 and not any(c.maxnreg for c in at_128)
