@@ -210,15 +210,33 @@ def _fwd_block(acc, l_i, m_i, q, k_src, v_src, b, h, stride_kn, stride_vn, lo, h
     return acc, l_i, m_i
 
 
+# Causal programs start in groups of this many heads (see _block_index).
+HEAD_GROUP = 4
+
+
 @triton.jit
-def _block_index(n_blocks, CAUSAL: tl.constexpr):
-    """(row block, batch x head) of this program. The grid is (blocks, batch x head), so the programs running at
-    once mostly share a head's K and V through L2. Causal row blocks run last block first, so the longest key
-    walks start first and the short ones fill the tail."""
-    blk = tl.program_id(0)
+def _block_index(n_blocks, CAUSAL: tl.constexpr, LONGEST_LAST: tl.constexpr, HEAD_GROUP: tl.constexpr):
+    """(block, batch x head) of this program. The grid is (blocks, batch x head) and programs start in the order
+    of their linear id, blocks fastest. Without a mask every block is as long: the grid's own order, a head's
+    blocks together so the programs running at once share its K and V through L2. Causal blocks are not (the
+    last row block walks every key block, the first key block meets every query block: LONGEST_LAST says
+    which), so the ids are remapped: heads in groups of HEAD_GROUP, and within a group the longest block of each
+    of its heads first, then the next longest, so the short ones fill the tail. Taking each head's blocks
+    longest first, head after head, left the last heads' long blocks to start near the end: on 132 SMs at
+    [4, 32, 4096, 128] with 128-row blocks, a list schedule of that order takes 3.4% longer than the work spread
+    evenly, one in groups of 4 heads 0.1%."""
     if CAUSAL:
-        blk = n_blocks - 1 - blk
-    return blk, tl.program_id(1)
+        rank = tl.program_id(1) * n_blocks + tl.program_id(0)
+        group = rank // (HEAD_GROUP * n_blocks)
+        heads = tl.minimum(HEAD_GROUP, tl.num_programs(1) - group * HEAD_GROUP)  # fewer in the last group
+        r = rank - group * HEAD_GROUP * n_blocks
+        i = r // heads  # 0: the longest
+        bh = group * HEAD_GROUP + r % heads
+        blk = n_blocks - 1 - i if LONGEST_LAST else i
+    else:
+        blk = tl.program_id(0)
+        bh = tl.program_id(1)
+    return blk, bh
 
 
 @triton.autotune(configs=_configs(FWD_TILES, tma_only=FWD_TMA_ONLY), key=["S", "HEAD_DIM", "CAUSAL"],
@@ -227,8 +245,9 @@ def _block_index(n_blocks, CAUSAL: tl.constexpr):
 def _fwd_kernel(Q, K, V, Q_TMA, K_TMA, V_TMA, O, LSE, stride_qb, stride_qh, stride_qs, stride_kb, stride_kh,
                 stride_ks, stride_vb, stride_vh, stride_vs, stride_ob, stride_oh, stride_os, H, S, qk_scale,
                 D: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
-                PRECISION: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, TMA: tl.constexpr):
-    blk, bh = _block_index(tl.cdiv(S, BM), CAUSAL)
+                PRECISION: tl.constexpr, HEAD_GROUP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                TMA: tl.constexpr):
+    blk, bh = _block_index(tl.cdiv(S, BM), CAUSAL, True, HEAD_GROUP)
     start_m = blk * BM
     b, h = bh // H, bh % H
     offs_m = start_m + tl.arange(0, BM)
@@ -316,12 +335,13 @@ def _dkdv_kernel(Q, K, V, DO, Q_TMA, K_TMA, V_TMA, DO_TMA, LSE, DELTA, DK, DV, s
                  stride_kb, stride_kh, stride_ks, stride_vb, stride_vh, stride_vs, stride_gb, stride_gh, stride_gs,
                  H, S, qk_scale, sm_scale,
                  D: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
-                 PRECISION: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, TMA: tl.constexpr):
+                 PRECISION: tl.constexpr, HEAD_GROUP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                 TMA: tl.constexpr):
     """dV = P^T dO and dK = dS^T Q * scale for one block of BN keys, over the query blocks that see them: the
     ones crossing the diagonal (causal) and the sequence end masked, the rest not. dO, dK and dV share strides
     (stride_g*): they are made contiguous like q."""
-    start_n = tl.program_id(0) * BN  # the first key blocks see the most queries (causal) and start first
-    bh = tl.program_id(1)
+    blk, bh = _block_index(tl.cdiv(S, BN), CAUSAL, False, HEAD_GROUP)  # the first key blocks see the most queries
+    start_n = blk * BN
     b, h = bh // H, bh % H
     offs_n = start_n + tl.arange(0, BN)
     offs_m = tl.arange(0, BM)
@@ -393,10 +413,11 @@ def _dq_kernel(Q, K, V, DO, Q_TMA, K_TMA, V_TMA, DO_TMA, LSE, DELTA, DQ, stride_
                stride_kb, stride_kh, stride_ks, stride_vb, stride_vh, stride_vs, stride_gb, stride_gh, stride_gs,
                H, S, qk_scale, sm_scale,
                D: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
-               PRECISION: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, TMA: tl.constexpr):
+               PRECISION: tl.constexpr, HEAD_GROUP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+               TMA: tl.constexpr):
     """dQ = dS K * scale for one block of BM queries, over the key blocks they see (the diagonal and the
     sequence end masked, the rest not)."""
-    blk, bh = _block_index(tl.cdiv(S, BM), CAUSAL)
+    blk, bh = _block_index(tl.cdiv(S, BM), CAUSAL, True, HEAD_GROUP)
     start_m = blk * BM
     b, h = bh // H, bh % H
     offs_m = start_m + tl.arange(0, BM)
@@ -448,7 +469,7 @@ def _meta(q: torch.Tensor) -> dict:
     d = q.shape[-1]
     return dict(D=d, HEAD_DIM=max(16, triton.next_power_of_2(d)),
                 UPCAST=INTERPRETED and q.dtype != torch.float32,
-                PRECISION="ieee" if q.dtype == torch.float32 else "tf32")
+                PRECISION="ieee" if q.dtype == torch.float32 else "tf32", HEAD_GROUP=HEAD_GROUP)
 
 
 def _probe_tma(device: torch.device) -> None:
