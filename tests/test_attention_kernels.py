@@ -1,10 +1,12 @@
 """The attention kernels' TMA-descriptor path (autotuned on Hopper and later; the interpreter's config takes the
-pointer path, which tests/test_impls.py covers), launched directly: forward, dK/dV and dQ against float64."""
+pointer path, which tests/test_impls.py covers), launched directly: forward, dK/dV and dQ against float64; and
+the order causal programs start in."""
 import math
 
 import pytest
 import torch
 import triton
+import triton.language as tl
 
 from kernels import attention as A
 
@@ -123,3 +125,31 @@ def test_forward_configs_offered_per_dtype_and_tma(monkeypatch):
     meta = A._meta(q128)
     at_128 = A._fwd_prune(configs, {"Q": q128, "Q_TMA": A._descriptors(meta, q128)[0]}, **meta)
     assert at_128 and not any(c.maxnreg for c in at_128)
+
+
+@triton.jit
+def _record_schedule(OUT, n_blocks, CAUSAL: tl.constexpr, LONGEST_LAST: tl.constexpr, HEAD_GROUP: tl.constexpr):
+    blk, bh = A._block_index(n_blocks, CAUSAL, LONGEST_LAST, HEAD_GROUP)
+    rank = tl.program_id(1) * n_blocks + tl.program_id(0)  # the order programs start in
+    tl.store(OUT + 2 * rank, blk)
+    tl.store(OUT + 2 * rank + 1, bh)
+
+
+@pytest.mark.parametrize("longest_last", [True, False])
+def test_causal_programs_start_longest_first_in_groups_of_heads(longest_last):
+    """Every (block, head) exactly once; causal: heads in groups of HEAD_GROUP (the last one short), and within
+    a group the longest block of each head before any shorter one; without a mask, the grid's own order."""
+    n_blocks, n_bh, group = 5, 6, 4
+    for causal in (True, False):
+        out = torch.empty(n_blocks * n_bh, 2, dtype=torch.int32)
+        _record_schedule[(n_blocks, n_bh)](out, n_blocks, CAUSAL=causal, LONGEST_LAST=longest_last,
+                                           HEAD_GROUP=group)
+        pairs = [tuple(p) for p in out.tolist()]
+        assert sorted(pairs) == [(b, h) for b in range(n_blocks) for h in range(n_bh)]
+        if not causal:
+            assert pairs == [(b, h) for h in range(n_bh) for b in range(n_blocks)]
+            continue
+        length = [b + 1 if longest_last else n_blocks - b for b, _ in pairs]  # key (query) blocks walked
+        assert {h for _, h in pairs[:group * n_blocks]} == set(range(group))
+        for part in (length[:group * n_blocks], length[group * n_blocks:]):
+            assert part == sorted(part, reverse=True)
