@@ -1,21 +1,11 @@
 """FlashAttention-2 in Triton: softmax(Q K^T / sqrt(d) [+ causal mask]) V for q, k, v [batch, heads, seq, head_dim].
 
-Forward: one program per (BLOCK_M query rows, batch x head); it walks the key/value blocks with an online
-softmax in base 2 (running max m, running sum l, rescaled accumulator) and saves the logsumexp (base 2) per row.
-The scores never leave registers. Key blocks below the diagonal (causal) or inside the sequence run without
-masks; only the diagonal / last partial block is masked.
-
-Backward recomputes the probabilities from the saved logsumexp: delta = rowsum(O * dO) first, then one kernel
-per key block accumulating dK and dV over the query blocks that see it, and one per query block accumulating
-dQ over its key blocks (two kernels instead of atomics). Any seq length (masked edges), head_dim 16..128 (padded
-to a power of two), bf16 / fp16 with fp32 accumulation, fp32 with exact (IEEE) products. Tiles are autotuned,
-and on Hopper and later so is how tiles load: pointer arithmetic, or TMA tensor descriptors over [B, H, S, D]
-(rows past S and columns past D come back as zeros), which need far fewer registers (compiled for sm_90: the
-dK/dV kernel at head_dim 128, 64 x 128 tiles, 255 registers and 808 B of spills with pointers, 254 and none with
-descriptors; the forward at 128 x 64, 255 against 143). The descriptors are made on the host and passed as
-kernel arguments, their block shapes set per config (_set_blocks), as in Triton's own Hopper attention tutorial:
-made inside the kernel, every program wrote its three to global scratch and fenced before its first load, and
-the forward ran 2.5% slower (H200, bf16 causal [4, 32, 4096, 128]: 1.149-1.158 ms against 1.120, session 20).
+Forward: one program per (BM query rows, batch x head), an online softmax in base 2 over the key blocks (only
+the diagonal and the last partial block masked), saving the logsumexp. Backward recomputes the probabilities
+from it: delta = rowsum(O * dO), then one kernel per key block for dK and dV and one per query block for dQ (no
+atomics). Any seq length, head_dim 16..128 (padded to a power of two), bf16 / fp16 with fp32 accumulation, fp32
+with IEEE products. Tiles are autotuned, and on Hopper and later so is how they load: pointers, or TMA
+descriptors made on the host (_descriptors).
 """
 from __future__ import annotations
 
@@ -73,7 +63,14 @@ def _descriptors(meta: dict, *tensors: torch.Tensor) -> list:
     """Host-side descriptors over the tensors, or Nones where TMA cannot be used: the probe failed, head_dim is
     not a power of two (blocks no wider than the matrix), a base address or stride is not 16-byte aligned, or
     fp32, whose IEEE products spill more with them (sm_90, head_dim 16, 128 x 64: 1008 B of stack a thread
-    against 128). Their block shapes are set per config by _set_blocks."""
+    against 128). Their block shapes are set per config by _set_blocks.
+
+    Descriptor loads need far fewer registers than pointer arithmetic (sm_90: the dK/dV kernel at head_dim 128,
+    64 x 128 tiles, 255 registers and 808 B of spills with pointers, 254 and none with descriptors; the forward
+    at 128 x 64, 255 against 143). Made on the host and passed as kernel arguments, as in Triton's own Hopper
+    attention tutorial: made inside the kernel (tl.make_tensor_descriptor), every program wrote its three to
+    global scratch and fenced before its first load, and the forward ran 2.5% slower (H200, bf16 causal
+    [4, 32, 4096, 128]: 1.149-1.158 ms against 1.120, session 20)."""
     aligned = lambda t: t.data_ptr() % 16 == 0 and all(s * t.element_size() % 16 == 0 for s in t.stride()[:3])
     if not (_TMA_OK and meta["D"] == meta["HEAD_DIM"] and tensors[0].dtype != torch.float32
             and all(aligned(t) for t in tensors)):
