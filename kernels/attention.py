@@ -127,8 +127,8 @@ FWD_TILES = [(128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 4, 4), (64, 64, 4, 3),
 FWD_TMA_ONLY = [(128, 64, 4, 2), (128, 128, 8, 3, 128)]
 # Tried on an H200 and left out (session 20, host descriptors, [4, 32, 4096, 128] bf16 causal): a lazy rescale
 # (the running max raised, and acc and l rescaled, only when a row's block max passes it by more than 8, in a
-# branch): 1.27-1.42 ms against 1.12 for this kernel, the branch over the accumulator costing more than the
-# multiplies it skips; 8-warp tiles capped at 128 registers (1.16-1.40 ms; 8.9 at 128 x 128).
+# branch): 1.27-1.45 ms against 1.12 for this kernel, the branch over the accumulator costing more than the
+# multiplies it skips; 128 x 64 tiles at 8 warps capped at 128 registers (1.16-1.40 ms).
 # Tried on an H200 and left out (session 19): 64 x 64 tiles with descriptors (one warpgroup, 138 registers and
 # no spills with Triton 3.6 where 128 x 64 spills 80 B): in two autotunes 1.158 and 1.162 ms against 1.139 and
 # 1.194 for 128 x 64; picked in the second, the bench read 1.195 ms against 1.160 in the first.

@@ -120,8 +120,7 @@ def test_forward_configs_offered_per_dtype_and_tma(monkeypatch):
     assert fp32 and all(A._config_tile(c) in A.FP32_TILES for c in fp32)
     # a register cap reaches the config (two CTAs an SM) and is offered only up to head_dim 64
     assert any(c.maxnreg == 128 for c in with_tma)
-    q128 = torch.empty(1, 2, 64, 128, dtype=torch.bfloat16)
-    monkeypatch.setattr(A, "_TMA_OK", True)
+    q128 = torch.empty(1, 2, 64, 128, dtype=torch.bfloat16)  # _TMA_OK is True from the fp32 call above
     meta = A._meta(q128)
     at_128 = A._fwd_prune(configs, {"Q": q128, "Q_TMA": A._descriptors(meta, q128)[0]}, **meta)
     assert at_128 and not any(c.maxnreg for c in at_128)
