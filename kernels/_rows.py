@@ -23,7 +23,7 @@ def row_block(n_cols: int) -> tuple[int, bool]:
     return block, n_cols <= block
 
 
-def _sensible(configs, named_args, long_stages=False, option=None, **kwargs):
+def _sensible(configs, named_args, long_stages=False, wide_stages=False, option=None, **kwargs):
     """Autotune prune, from a sweep of every (ROWS, warps, STAGES) on an H200 (rmsnorm, bf16, 768..16384 wide):
     the best configs held 16 or 32 elements of the tile per thread, tiles of at most 4K elements (or one row),
     several rows per tile only when a row fits one block, and software pipelining (STAGES 3, a persistent
@@ -31,32 +31,40 @@ def _sensible(configs, named_args, long_stages=False, option=None, **kwargs):
     in 2K or 4K chunks (two passes, the second from L2), one or two rows a step, lost to whole rows by 15-50%
     forward and backward (session 15, rmsnorm and layernorm, 1024..65536 rows, the row length a runtime value):
     rows that fit a block are held whole (but see row_passes). With `long_stages` (softmax), rows longer than a
-    block may also pipeline their chunk loops; a kernel's `option` is tried on only where it applies."""
+    block may also pipeline their chunk loops; with `wide_stages` (rmsnorm's backward) one 16K-wide row a step
+    may pipeline its row loop too; a kernel's `option` is tried on only where it applies (SPLIT: the rules count
+    a program's half of the tile)."""
     block = kwargs.get("BLOCK", named_args.get("BLOCK"))
     single = kwargs.get("SINGLE", named_args.get("SINGLE"))
 
     def fits(c):
         rows, warps, stages = c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"]
-        tile = rows * block
-        if option and c.kwargs[option.name] and not option.applies(block, single, stages):
-            return False
-        return ((rows == 1 or single) and tile <= max(block, 4096) and tile // (32 * warps) in (16, 32)
-                and (stages == 1 or (single and tile <= 8192) or (long_stages and not single)))
+        tile, whole = rows * block, block  # a program's tile, and the columns of a row it holds
+        if option and c.kwargs[option.name]:
+            if not option.applies(block, single, stages):
+                return False
+            tile, whole = tile // option.parts, block // option.parts
+        return ((rows == 1 or single) and tile <= max(whole, 4096) and tile // (32 * warps) in (16, 32)
+                and (stages == 1 or (single and tile <= 8192) or (long_stages and not single)
+                     or (wide_stages and single and block >= MAX_BLOCK)))
 
     kept = [c for c in configs if fits(c)]
     return kept or [min(configs, key=lambda c: (c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"]))]
 
 
 class Option:
-    """A kernel's boolean constexpr the autotuner tries both ways, where applies(BLOCK, SINGLE, STAGES) holds."""
+    """A kernel's boolean constexpr the autotuner tries both ways, where applies(BLOCK, SINGLE, STAGES) holds;
+    switched on, it shares each tile between `parts` programs."""
 
-    def __init__(self, name: str, applies):
-        self.name, self.applies = name, applies
+    def __init__(self, name: str, applies, parts: int = 1):
+        self.name, self.applies, self.parts = name, applies, parts
 
 
 # layernorm backward: two programs a row range, each owning half the columns, where registers are the limit: one
-# whole 16K-wide row a step, unpipelined (measured on an H200, session 16)
-SPLIT_COLUMNS = Option("SPLIT", lambda block, single, stages: single and block >= 16384 and stages == 1)
+# whole 16K-wide row a step (H200, session 16). Each program's half is an 8K tile, so 8 and 16 warps, the row loop
+# pipelined or not, as the prune allows any 8K tile: pipelined at 8 warps it took 536 us at 16384 x 16384 and
+# 2,003 at 65536 x 16384, against 708 and 2,526 unpipelined at 32 warps (session 21, two programs an SM)
+SPLIT_COLUMNS = Option("SPLIT", lambda block, single, stages: single and block >= MAX_BLOCK, parts=2)
 # softmax: rows longer than a block keep their running max and sum as scalars (a block reduction a chunk) instead
 # of a lane each (2 x BLOCK registers' worth): two programs an SM instead of one
 SCALAR_STATS = Option("SCALAR", lambda block, single, stages: not single)
@@ -73,7 +81,8 @@ def row_passes(block: int, single: bool) -> bool:
     return single and block >= 16384
 
 
-def tuned_rows(key: tuple[str, ...] = ("n_cols", "n_rows"), long_stages: bool = False, option: Option | None = None):
+def tuned_rows(key: tuple[str, ...] = ("n_cols", "n_rows"), long_stages: bool = False, wide_stages: bool = False,
+               option: Option | None = None):
     """triton.autotune over (ROWS, num_warps, STAGES), keyed by the shape (and, implicitly, the dtypes); STAGES
     pipelines the loop over rows that fit a block, and with `long_stages` the chunk loops of longer rows; an
     `option` is tried on and off where it applies. The CPU interpreter gets one config, ROWS=2, STAGES=3 and the
@@ -83,7 +92,7 @@ def tuned_rows(key: tuple[str, ...] = ("n_cols", "n_rows"), long_stages: bool = 
         configs = [triton.Config({"ROWS": 2, "STAGES": 3, **({option.name: False} if option else {})}, num_warps=4)]
     else:
         configs = gpu_configs(option)
-    prune = functools.partial(_sensible, long_stages=long_stages, option=option)
+    prune = functools.partial(_sensible, long_stages=long_stages, wide_stages=wide_stages, option=option)
     return triton.autotune(configs=configs, key=list(key), prune_configs_by={"early_config_prune": prune},
                            do_bench=quick_bench)
 
@@ -122,12 +131,18 @@ def as_rows(x: torch.Tensor) -> torch.Tensor:
     return x.reshape(-1, x.shape[-1])
 
 
-def reduction_programs(n_rows: int, device: torch.device, per_sm: int = 4) -> tuple[int, int]:
-    """(programs, rows per program) for backward kernels that reduce dw/db through per-program partial rows.
-    Up to four programs per SM, but at least 16 rows each once every SM has one, so the [programs, dim] fp32
+def reduction_programs(n_rows: int, block: int, device: torch.device) -> tuple[int, int]:
+    """(programs, rows per program) for backward kernels that reduce dw/db through per-program partial rows of
+    `block`-wide tiles. Up to four programs per SM at rows up to 2K wide, two up to 8K, one at 16K (each a
+    [programs, dim] fp32 partial row to write and sum), but at least 16 rows each once every SM has one, so the
     partials stay small next to the rows themselves (at 1024 x 16384 they were a third of the traffic). At least
-    32 rows each cost 10% at 4096 x 4096 (rmsnorm, H200: one program an SM of 4 or 8 warps hides less latency)."""
+    32 rows each cost 10% at 4096 x 4096 (rmsnorm, H200: one program an SM of 4 or 8 warps hides less latency).
+    Per SM, measured on an H200 (session 21, bf16, both norms, autotuned for each): at 16K-wide rows one program
+    against four, rmsnorm 415 against 437 us at 16384 rows, 118 against 125 at 4096, layernorm 552 against 629
+    and 164 against 187; at 4096-wide two, layernorm 423 against 439 at 65536 rows; at 768-wide four (one or
+    two: 3-30% slower)."""
     sms = sm_count(device)
+    per_sm = 1 if block >= MAX_BLOCK else 2 if block >= 4096 else 4
     programs = max(1, min(n_rows, per_sm * sms, max(sms, n_rows // 16)))
     rows_per_program = triton.cdiv(n_rows, programs) if n_rows else 1
     return (triton.cdiv(n_rows, rows_per_program) if n_rows else 1), rows_per_program

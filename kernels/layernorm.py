@@ -187,7 +187,7 @@ def _layernorm_bwd_chunked(X, W, DY, MEAN, RSTD, DX, dw_ptr, db_ptr, stride_x, s
 
 @triton.jit
 def _layernorm_bwd_half(X, W, DY, MEAN, RSTD, DX, dw_ptr, db_ptr, stride_x, stride_dy, stride_dx, first, last,
-                        n_cols, half, HALF: tl.constexpr):
+                        n_cols, half, HALF: tl.constexpr, STAGES: tl.constexpr):
     """One of two programs on rows [first, last), one row a step: it owns columns [half * HALF, half * HALF + HALF)
     (their dx and dw/db partials) and reads the other half too, first, for the row's sums; its partner, launched
     next to it, reads the same row, so one of the two reads of each half is an L2 hit. A thread holds half the
@@ -201,7 +201,7 @@ def _layernorm_bwd_half(X, W, DY, MEAN, RSTD, DX, dw_ptr, db_ptr, stride_x, stri
     other_ok = other < n_cols
     dw = tl.zeros([HALF], dtype=tl.float32)
     db = tl.zeros([HALF], dtype=tl.float32)
-    for row in tl.range(first, last, num_stages=1):
+    for row in tl.range(first, last, num_stages=STAGES):  # STAGES > 1: the next rows load meanwhile
         row64 = (first * 0 + row).to(tl.int64)  # rows * stride can pass 2^31 (first * 0: a tensor when interpreted)
         x_row = X + row64 * stride_x
         dy_row = DY + row64 * stride_dy
@@ -248,7 +248,7 @@ def _layernorm_bwd_kernel(X, W, DY, MEAN, RSTD, DX, DW_PARTIAL, DB_PARTIAL, stri
     db_ptr = DB_PARTIAL + pid.to(tl.int64) * n_cols
     if SPLIT:
         _layernorm_bwd_half(X, W, DY, MEAN, RSTD, DX, dw_ptr, db_ptr, stride_x, stride_dy, stride_dx, first, last,
-                            n_cols, tl.program_id(0) % 2, BLOCK // 2)
+                            n_cols, tl.program_id(0) % 2, BLOCK // 2, STAGES)
     elif SINGLE:  # walk this program's rows ROWS at a time, the dw/db partials in registers
         cols = tl.arange(0, BLOCK)
         col_ok = cols < n_cols
@@ -311,7 +311,7 @@ def layernorm_bwd(dy, x, w, mean, rstd) -> tuple[torch.Tensor, torch.Tensor, tor
     n_rows, n_cols = x2.shape
     dx = torch.empty_like(x2)
     block, single = row_block(n_cols)
-    programs, rows_per_program = reduction_programs(n_rows, x.device)
+    programs, rows_per_program = reduction_programs(n_rows, block, x.device)
     partials = torch.empty(2, programs, n_cols, dtype=torch.float32, device=x.device)  # [dw | db, programs, dim]
     if n_rows:
         grid = lambda meta: (programs * (2 if meta["SPLIT"] else 1),)  # noqa: E731

@@ -137,7 +137,7 @@ def _rmsnorm_bwd_chunked(X, W, DY, RSTD, DX, dw_ptr, stride_x, stride_dy, stride
             tl.store(dw_ptr + cols, dw + tl.sum(dy * x * rstd[:, None], axis=0), mask=col_ok)
 
 
-@tuned_rows()
+@tuned_rows(wide_stages=True)
 @triton.jit
 def _rmsnorm_bwd_kernel(X, W, DY, RSTD, DX, DW_PARTIAL, stride_x, stride_dy, stride_dx, n_rows, n_cols: tl.constexpr,
                         rows_per_program, BLOCK: tl.constexpr, SINGLE: tl.constexpr, ROWS: tl.constexpr,
@@ -201,7 +201,7 @@ def rmsnorm_bwd(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor,
     n_rows, n_cols = x2.shape
     dx = torch.empty_like(x2)
     block, single = row_block(n_cols)
-    programs, rows_per_program = reduction_programs(n_rows, x.device)
+    programs, rows_per_program = reduction_programs(n_rows, block, x.device)
     dw_partial = torch.empty(1, programs, n_cols, dtype=torch.float32, device=x.device)  # [1, programs, dim]
     if n_rows:
         _rmsnorm_bwd_kernel[(programs,)](x2, w, dy2, rstd, dx, dw_partial, x2.stride(0), dy2.stride(0),

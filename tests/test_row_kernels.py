@@ -95,7 +95,7 @@ def test_rmsnorm_backward_every_stages_path(x, stages, chunk, rows):
 
 
 @pytest.mark.parametrize("stages,chunk,rows,split", [(1, 0, 2, False), (3, 0, 2, False), (1, 0, 1, True),
-                                                      (1, 16, 1, False), (1, 16, 2, False)])
+                                                      (3, 0, 1, True), (1, 16, 1, False), (1, 16, 2, False)])
 def test_layernorm_backward_every_stages_path(x, stages, chunk, rows, split):
     """As rmsnorm's, and SPLIT: two programs a row range, each owning half the columns (45 of a 64-wide block: the
     second half partly masked) and reading the other half for the row sums."""
@@ -120,6 +120,11 @@ def test_autotune_prune_holds_rows_that_fit_a_block_whole():
                       for c in _sensible(gpu_configs(), {}, BLOCK=block, SINGLE=single))
 
     assert kept(16384, True) == [(1, 16, 1), (1, 32, 1)] == kept(16384, False)
+    # rmsnorm's backward (wide_stages) may pipeline one 16K-wide row a step
+    assert sorted((c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"])
+                  for c in _sensible(gpu_configs(), {}, wide_stages=True, BLOCK=16384, SINGLE=True)) == [
+        (1, 16, 1), (1, 16, 3), (1, 32, 1), (1, 32, 3)]
+
     def with_option(option, block, single):
         long_stages = option is SCALAR  # as the softmax kernels are tuned
         return sorted((c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"])
@@ -127,8 +132,9 @@ def test_autotune_prune_holds_rows_that_fit_a_block_whole():
                                          SINGLE=single)
                       if c.kwargs[option.name])
 
-    # layernorm's backward SPLIT only for one whole 16K row a step; softmax's SCALAR only for rows longer than a block
-    assert with_option(SPLIT, 16384, True) == [(1, 16, 1), (1, 32, 1)]
+    # layernorm's backward SPLIT only for one whole 16K row a step, each program's 8K half counted as its tile (8
+    # or 16 warps, pipelined or not); softmax's SCALAR only for rows longer than a block
+    assert with_option(SPLIT, 16384, True) == [(1, 8, 1), (1, 8, 3), (1, 16, 1), (1, 16, 3)]
     assert with_option(SPLIT, 4096, True) == [] == with_option(SPLIT, 16384, False)
     assert with_option(SCALAR, 16384, False) == [(1, 16, 1), (1, 16, 3), (1, 32, 1), (1, 32, 3)]
     assert with_option(SCALAR, 16384, True) == [] == with_option(SCALAR, 4096, True)
@@ -214,3 +220,20 @@ def test_norm_forwards_without_stats_give_the_same_output(n_cols):
     assert no_rstd is None and rstd.shape == (5,)
     torch.testing.assert_close(y_only, y, rtol=0, atol=0)
     torch.testing.assert_close(RN.rmsnorm(x, w, out=torch.empty_like(x)), y, rtol=0, atol=0)
+
+
+def test_reduction_programs_fewer_for_wider_rows(monkeypatch):
+    """Programs for the norm backwards: up to 4 an SM at 768-wide rows, 2 at 4096, 1 at 16K (each a partial row
+    to write and sum), at least 16 rows each once every SM has one; every row in exactly one program."""
+    from kernels import _rows
+    monkeypatch.setattr(_rows, "sm_count", lambda device: 132)
+    cpu = torch.device("cpu")
+    assert _rows.reduction_programs(65536, 1024, cpu) == (525, 125)  # 4 an SM, 125 rows each (the last 36)
+    assert _rows.reduction_programs(65536, 4096, cpu) == (264, 249)
+    assert _rows.reduction_programs(65536, 16384, cpu) == (132, 497)
+    assert _rows.reduction_programs(4096, 4096, cpu) == (256, 16)  # at least 16 rows each
+    assert _rows.reduction_programs(1024, 16384, cpu) == (128, 8)  # every SM one before 16 rows each
+    assert _rows.reduction_programs(5, 16384, cpu) == (5, 1)
+    for n_rows, block in ((65536, 1024), (1000, 4096), (16384, 16384), (131, 768)):
+        programs, per = _rows.reduction_programs(n_rows, block, cpu)
+        assert (programs - 1) * per < n_rows <= programs * per
