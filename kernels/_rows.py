@@ -27,7 +27,8 @@ def _sensible(configs, named_args, long_stages=False, wide_stages=False, option=
     """Autotune prune, from a sweep of every (ROWS, warps, STAGES) on an H200 (rmsnorm, bf16, 768..16384 wide):
     the best configs held 16 or 32 elements of the tile per thread, tiles of at most 4K elements (or one row),
     several rows per tile only when a row fits one block, and software pipelining (STAGES 3, a persistent
-    loop) only where a stage's tile is small enough to buffer (at 16K-wide rows it lost). Walking 16K-wide rows
+    loop) only where a stage's tile is small enough to buffer (at 16K-wide rows it lost, but see `wide_stages`
+    and SPLIT_COLUMNS). Walking 16K-wide rows
     in 2K or 4K chunks (two passes, the second from L2), one or two rows a step, lost to whole rows by 15-50%
     forward and backward (session 15, rmsnorm and layernorm, 1024..65536 rows, the row length a runtime value):
     rows that fit a block are held whole (but see row_passes). With `long_stages` (softmax), rows longer than a
@@ -62,8 +63,7 @@ class Option:
 
 # layernorm backward: two programs a row range, each owning half the columns, where registers are the limit: one
 # whole 16K-wide row a step (H200, session 16). Each program's half is an 8K tile, so 8 and 16 warps, the row loop
-# pipelined or not, as the prune allows any 8K tile: pipelined at 8 warps it took 536 us at 16384 x 16384 and
-# 2,003 at 65536 x 16384, against 708 and 2,526 unpipelined at 32 warps (session 21, two programs an SM)
+# pipelined or not, as the prune allows any 8K tile (see _layernorm_bwd_half for the times)
 SPLIT_COLUMNS = Option("SPLIT", lambda block, single, stages: single and block >= MAX_BLOCK, parts=2)
 # softmax: rows longer than a block keep their running max and sum as scalars (a block reduction a chunk) instead
 # of a lane each (2 x BLOCK registers' worth): two programs an SM instead of one

@@ -193,8 +193,12 @@ def _layernorm_bwd_half(X, W, DY, MEAN, RSTD, DX, dw_ptr, db_ptr, stride_x, stri
     next to it, reads the same row, so one of the two reads of each half is an L2 hit. A thread holds half the
     accumulators of the one-program loop: at 16K-wide rows that loop spilled (288 B a thread at 16 warps, sm_90
     offline) and this one does not (116-128 registers at 16 warps, 64 at 32, Triton 3.6 and 3.9). On an H200
-    (bf16, session 18) the autotuner takes it at 32 warps at every 16K-wide point: 53 / 174 / 644 us at 1024 /
-    4096 / 16384 rows against 69-73 / 239-250 / 892-938 for the one-program loop (session 16)."""
+    (bf16) it beat the one-program loop at every 16K-wide point (session 18, 32 warps: 53 / 174 / 644 us at
+    1024 / 4096 / 16384 rows against 69-73 / 239-250 / 892-938); pipelined (STAGES 3: the next two rows' loads
+    in shared memory, 197 KB, one program an SM) at 8 warps the bench read 58 / 153 / 512 us and 1,932 at 65536
+    rows, against 65 / 203 / 701 / 2,508 unpipelined (session 21, with one row range an SM, see
+    reduction_programs). ncu (session 21): 231 registers a thread, warps issuing an instruction every 3.3
+    cycles, DRAM 48-53% busy: the work per byte, the partner's half summed again by each, is the limit now."""
     own = half * HALF + tl.arange(0, HALF)
     other = (1 - half) * HALF + tl.arange(0, HALF)
     own_ok = own < n_cols
