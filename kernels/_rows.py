@@ -28,13 +28,12 @@ def _sensible(configs, named_args, long_stages=False, wide_stages=False, option=
     the best configs held 16 or 32 elements of the tile per thread, tiles of at most 4K elements (or one row),
     several rows per tile only when a row fits one block, and software pipelining (STAGES 3, a persistent
     loop) only where a stage's tile is small enough to buffer (at 16K-wide rows it lost, but see `wide_stages`
-    and SPLIT_COLUMNS). Walking 16K-wide rows
-    in 2K or 4K chunks (two passes, the second from L2), one or two rows a step, lost to whole rows by 15-50%
-    forward and backward (session 15, rmsnorm and layernorm, 1024..65536 rows, the row length a runtime value):
-    rows that fit a block are held whole (but see row_passes). With `long_stages` (softmax), rows longer than a
-    block may also pipeline their chunk loops; with `wide_stages` (rmsnorm's backward) one 16K-wide row a step
-    may pipeline its row loop too; a kernel's `option` is tried on only where it applies (SPLIT: the rules count
-    a program's half of the tile)."""
+    and SPLIT_COLUMNS). Walking 16K-wide rows in 2K or 4K chunks (two passes, the second from L2), one or two
+    rows a step, lost to whole rows by 15-50% forward and backward (session 15, rmsnorm and layernorm,
+    1024..65536 rows, the row length a runtime value): rows that fit a block are held whole (but see
+    row_passes). With `long_stages` (softmax), rows longer than a block may also pipeline their chunk loops;
+    with `wide_stages` (rmsnorm's backward) one 16K-wide row a step may pipeline its row loop too; a kernel's
+    `option` is tried on only where it applies (SPLIT: the rules count a program's half of the tile)."""
     block = kwargs.get("BLOCK", named_args.get("BLOCK"))
     single = kwargs.get("SINGLE", named_args.get("SINGLE"))
 

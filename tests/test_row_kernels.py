@@ -232,7 +232,7 @@ def test_reduction_programs_fewer_for_wider_rows(monkeypatch):
     assert _rows.reduction_programs(65536, 4096, cpu) == (264, 249)
     assert _rows.reduction_programs(65536, 16384, cpu) == (132, 497)
     assert _rows.reduction_programs(4096, 4096, cpu) == (256, 16)  # at least 16 rows each
-    assert _rows.reduction_programs(1024, 16384, cpu) == (128, 8)  # every SM one before 16 rows each
+    assert _rows.reduction_programs(1024, 16384, cpu) == (128, 8)  # one an SM: 16 rows each would idle SMs
     assert _rows.reduction_programs(5, 16384, cpu) == (5, 1)
     for n_rows, block in ((65536, 1024), (1000, 4096), (16384, 16384), (131, 768)):
         programs, per = _rows.reduction_programs(n_rows, block, cpu)
