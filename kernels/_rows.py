@@ -138,8 +138,8 @@ def reduction_programs(n_rows: int, block: int, device: torch.device) -> tuple[i
     32 rows each cost 10% at 4096 x 4096 (rmsnorm, H200: one program an SM of 4 or 8 warps hides less latency).
     Per SM, measured on an H200 (session 21, bf16, both norms, autotuned for each): at 16K-wide rows one program
     against four, rmsnorm 415 against 437 us at 16384 rows, 118 against 125 at 4096, layernorm 552 against 629
-    and 164 against 187; at 4096-wide two, layernorm 423 against 439 at 65536 rows; at 768-wide four (one or
-    two: 3-30% slower)."""
+    and 164 against 187; at 4096-wide two, layernorm 423 against 439 at 65536 rows; at 768-wide four (two: 2-7%
+    slower, one: 23-34%)."""
     sms = sm_count(device)
     per_sm = 1 if block >= MAX_BLOCK else 2 if block >= 4096 else 4
     programs = max(1, min(n_rows, per_sm * sms, max(sms, n_rows // 16)))
