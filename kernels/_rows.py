@@ -77,7 +77,7 @@ def row_passes(block: int, single: bool) -> bool:
     1024 x 16384. A fixed choice, not the autotuner's: offered both ways, its shorter timing took the whole row at
     1024 x 16384 (24.4 against 23.9 us) and the bench then read 25.7. The autotuner still picks the warps (the
     prune leaves one row a program, unpipelined, at 16 or 32 warps for these rows)."""
-    return single and block >= 16384
+    return single and block >= MAX_BLOCK
 
 
 def tuned_rows(key: tuple[str, ...] = ("n_cols", "n_rows"), long_stages: bool = False, wide_stages: bool = False,
