@@ -28,22 +28,22 @@ def _sensible(configs, named_args, long_stages=False, wide_stages=False, option=
     the best configs held 16 or 32 elements of the tile per thread, tiles of at most 4K elements (or one row),
     several rows per tile only when a row fits one block, and software pipelining (STAGES 3, a persistent
     loop) only where a stage's tile is small enough to buffer (at 16K-wide rows it lost, but see `wide_stages`
-    and SPLIT_COLUMNS). Walking 16K-wide rows in 2K or 4K chunks (two passes, the second from L2), one or two
+    and split_columns). Walking 16K-wide rows in 2K or 4K chunks (two passes, the second from L2), one or two
     rows a step, lost to whole rows by 15-50% forward and backward (session 15, rmsnorm and layernorm,
     1024..65536 rows, the row length a runtime value): rows that fit a block are held whole (but see
     row_passes). With `long_stages` (softmax), rows longer than a block may also pipeline their chunk loops;
     with `wide_stages` (rmsnorm's backward) one 16K-wide row a step may pipeline its row loop too; a kernel's
-    `option` is tried on only where it applies (SPLIT: the rules count a program's half of the tile)."""
+    `option` is tried on only where it applies. A launch with SPLIT (layernorm's backward, see split_columns)
+    gives each program half of every row: the rules count that half as its tile."""
     block = kwargs.get("BLOCK", named_args.get("BLOCK"))
     single = kwargs.get("SINGLE", named_args.get("SINGLE"))
+    parts = 2 if kwargs.get("SPLIT", named_args.get("SPLIT")) else 1
 
     def fits(c):
         rows, warps, stages = c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"]
-        tile, whole = rows * block, block  # a program's tile, and the columns of a row it holds
-        if option and c.kwargs[option.name]:
-            if not option.applies(block, single, stages):
-                return False
-            tile, whole = tile // option.parts, block // option.parts
+        tile, whole = rows * block // parts, block // parts  # a program's tile, and the columns of a row it holds
+        if option and c.kwargs[option.name] and not option.applies(block, single, stages):
+            return False
         return ((rows == 1 or single) and tile <= max(whole, 4096) and tile // (32 * warps) in (16, 32)
                 and (stages == 1 or (single and tile <= 8192) or (long_stages and not single)
                      or (wide_stages and single and block >= MAX_BLOCK)))
@@ -53,17 +53,12 @@ def _sensible(configs, named_args, long_stages=False, wide_stages=False, option=
 
 
 class Option:
-    """A kernel's boolean constexpr the autotuner tries both ways, where applies(BLOCK, SINGLE, STAGES) holds;
-    switched on, it shares each tile between `parts` programs."""
+    """A kernel's boolean constexpr the autotuner tries both ways, where applies(BLOCK, SINGLE, STAGES) holds."""
 
-    def __init__(self, name: str, applies, parts: int = 1):
-        self.name, self.applies, self.parts = name, applies, parts
+    def __init__(self, name: str, applies):
+        self.name, self.applies = name, applies
 
 
-# layernorm backward: two programs a row range, each owning half the columns, where registers are the limit: one
-# whole 16K-wide row a step (H200, session 16). Each program's half is an 8K tile, so 8 and 16 warps, the row loop
-# pipelined or not, as the prune allows any 8K tile (see _layernorm_bwd_half for the times)
-SPLIT_COLUMNS = Option("SPLIT", lambda block, single, stages: single and block >= MAX_BLOCK, parts=2)
 # softmax: rows longer than a block keep their running max and sum as scalars (a block reduction a chunk) instead
 # of a lane each (2 x BLOCK registers' worth): two programs an SM instead of one
 SCALAR_STATS = Option("SCALAR", lambda block, single, stages: not single)
@@ -77,6 +72,15 @@ def row_passes(block: int, single: bool) -> bool:
     1024 x 16384. A fixed choice, not the autotuner's: offered both ways, its shorter timing took the whole row at
     1024 x 16384 (24.4 against 23.9 us) and the bench then read 25.7. The autotuner still picks the warps (the
     prune leaves one row a program, unpipelined, at 16 or 32 warps for these rows)."""
+    return single and block >= MAX_BLOCK
+
+
+def split_columns(block: int, single: bool) -> bool:
+    """Whether layernorm's backward gives each row range two programs, each owning half the columns (and reading
+    the other half for the row sums): rows that fit a 16K block, where one whole row a step is more than the
+    registers hold (H200, session 16). A fixed choice, as row_passes: the autotuner took it at every 16K-wide
+    point while it was offered both ways (sessions 18-21), and fixed, the row ranges can be laid out for it (see
+    reduction_programs)."""
     return single and block >= MAX_BLOCK
 
 
@@ -130,7 +134,7 @@ def as_rows(x: torch.Tensor) -> torch.Tensor:
     return x.reshape(-1, x.shape[-1])
 
 
-def reduction_programs(n_rows: int, block: int, device: torch.device) -> tuple[int, int]:
+def reduction_programs(n_rows: int, block: int, device: torch.device, split: bool = False) -> tuple[int, int]:
     """(programs, rows per program) for backward kernels that reduce dw/db through per-program partial rows of
     `block`-wide tiles. Up to four programs per SM at rows up to 2K wide, two up to 8K, one at 16K (each a
     [programs, dim] fp32 partial row to write and sum), but at least 16 rows each once every SM has one, so the
@@ -139,10 +143,17 @@ def reduction_programs(n_rows: int, block: int, device: torch.device) -> tuple[i
     Per SM, measured on an H200 (session 21, bf16, both norms, autotuned for each): at 16K-wide rows one program
     against four, rmsnorm 415 against 437 us at 16384 rows, 118 against 125 at 4096, layernorm 552 against 629
     and 164 against 187; at 4096-wide two, layernorm 423 against 439 at 65536 rows; at 768-wide four (two: 2-7%
-    slower, one: 23-34%)."""
+    slower, one: 23-34%). With `split` (see split_columns) each row range takes two programs, one resident an SM
+    (197 KB of shared memory), so half a range an SM: one wave of programs instead of two, and half the partial
+    rows. Measured on an H200 (session 22, layernorm, bf16, autotuned for each) against a range an SM: 45.3
+    against 58.6 us at 1024 x 16384, 139.4 against 152.6 at 4096 rows, 495.5 against 509.8 at 16384, 1,913
+    against 1,929 at 65536."""
     sms = sm_count(device)
-    per_sm = 1 if block >= MAX_BLOCK else 2 if block >= 4096 else 4
-    programs = max(1, min(n_rows, per_sm * sms, max(sms, n_rows // 16)))
+    if split:
+        programs = max(1, min(n_rows, sms // 2))
+    else:
+        per_sm = 1 if block >= MAX_BLOCK else 2 if block >= 4096 else 4
+        programs = max(1, min(n_rows, per_sm * sms, max(sms, n_rows // 16)))
     rows_per_program = triton.cdiv(n_rows, programs) if n_rows else 1
     return (triton.cdiv(n_rows, rows_per_program) if n_rows else 1), rows_per_program
 

@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import (SPLIT_COLUMNS, as_rows, reduction_programs, row_block, row_grid, row_passes,
+from kernels._rows import (as_rows, reduction_programs, row_block, row_grid, row_passes, split_columns,
                            sum_partials, tuned_rows)
 
 
@@ -200,13 +200,14 @@ def _layernorm_bwd_half(X, W, DY, MEAN, RSTD, DX, dw_ptr, db_ptr, stride_x, stri
     (bf16) it beat the one-program loop at every 16K-wide point (session 18, 32 warps: 53 / 174 / 644 us at
     1024 / 4096 / 16384 rows against 69-73 / 239-250 / 892-938); pipelined (STAGES 3: the next two rows' loads
     in shared memory, 197 KB, one program an SM) at 8 warps the bench read 58 / 153 / 512 us and 1,932 at 65536
-    rows, against 65 / 203 / 701 / 2,508 unpipelined (session 21, with one row range an SM, see
+    rows, against 65 / 203 / 701 / 2,508 unpipelined (session 21, with one row range an SM); with half a row
+    range an SM, so the programs run in one wave, 45 / 139 / 496 / 1,913 us (session 22, see
     reduction_programs). ncu (session 21): 231 registers a thread, warps issuing an instruction every 3.3
     cycles, DRAM 48-53% busy: the work per byte, the partner's half summed again by each, is the limit now.
     Tried in session 22 instead of the split: one program a row range holding the row as four 4K chunks, each
     with its own dw/db accumulators, read once for the sums and again (from L1/L2) for dx: it still spilled
     (sm_90 offline: 64 registers and 928 B of stack at 16 warps) and ran 183 us at 4096 x 16384 and 663 at
-    16384 x 16384 against this kernel's 153 and 510."""
+    16384 x 16384 against this kernel's 153 and 510 (with a range an SM)."""
     own = half * HALF + tl.arange(0, HALF)
     other = (1 - half) * HALF + tl.arange(0, HALF)
     own_ok = own < n_cols
@@ -243,16 +244,16 @@ def _layernorm_bwd_half(X, W, DY, MEAN, RSTD, DX, dw_ptr, db_ptr, stride_x, stri
     tl.store(db_ptr + own, db, mask=own_ok)
 
 
-@tuned_rows(option=SPLIT_COLUMNS)
+@tuned_rows()
 @triton.jit
 def _layernorm_bwd_kernel(X, W, DY, MEAN, RSTD, DX, DW_PARTIAL, DB_PARTIAL, stride_x, stride_dy, stride_dx,
                           n_rows, n_cols, rows_per_program, BLOCK: tl.constexpr, SINGLE: tl.constexpr,
                           ROWS: tl.constexpr, STAGES: tl.constexpr, SPLIT: tl.constexpr):
-    """Program p (with SPLIT, programs 2p and 2p + 1, see _layernorm_bwd_half) takes rows_per_program rows and
-    writes partial row p of dw and db. The row length stays a runtime value here: compiled in, as the forward's
-    is, this kernel ran 1.6-2.4% slower at every 16K-wide point (H200, session 19, bf16: 714 against 701 us at
-    16384 x 16384, 2,555 against 2,508 at 65536 x 16384, the runtime length's times as session 18 measured them),
-    and within run-to-run noise elsewhere."""
+    """Program p (with SPLIT, programs 2p and 2p + 1, see _layernorm_bwd_half and split_columns) takes
+    rows_per_program rows and writes partial row p of dw and db. The row length stays a runtime value here:
+    compiled in, as the forward's is, this kernel ran 1.6-2.4% slower at every 16K-wide point (H200, session 19,
+    bf16: 714 against 701 us at 16384 x 16384, 2,555 against 2,508 at 65536 x 16384, the runtime length's times
+    as session 18 measured them), and within run-to-run noise elsewhere."""
     pid = tl.program_id(0) // 2 if SPLIT else tl.program_id(0)
     first = pid * rows_per_program
     last = tl.minimum(first + rows_per_program, n_rows)
@@ -323,13 +324,13 @@ def layernorm_bwd(dy, x, w, mean, rstd) -> tuple[torch.Tensor, torch.Tensor, tor
     n_rows, n_cols = x2.shape
     dx = torch.empty_like(x2)
     block, single = row_block(n_cols)
-    programs, rows_per_program = reduction_programs(n_rows, block, x.device)
+    split = split_columns(block, single)
+    programs, rows_per_program = reduction_programs(n_rows, block, x.device, split)
     partials = torch.empty(2, programs, n_cols, dtype=torch.float32, device=x.device)  # [dw | db, programs, dim]
     if n_rows:
-        grid = lambda meta: (programs * (2 if meta["SPLIT"] else 1),)  # noqa: E731
-        _layernorm_bwd_kernel[grid](x2, w, dy2, mean, rstd, dx, partials[0], partials[1], x2.stride(0),
-                                    dy2.stride(0), dx.stride(0), n_rows, n_cols, rows_per_program,
-                                    BLOCK=block, SINGLE=single)
+        _layernorm_bwd_kernel[(programs * (2 if split else 1),)](
+            x2, w, dy2, mean, rstd, dx, partials[0], partials[1], x2.stride(0), dy2.stride(0), dx.stride(0), n_rows,
+            n_cols, rows_per_program, BLOCK=block, SINGLE=single, SPLIT=split)
     else:
         partials.zero_()
     dw, db = sum_partials(partials, w.dtype)

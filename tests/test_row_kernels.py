@@ -113,7 +113,7 @@ def test_layernorm_backward_every_stages_path(x, stages, chunk, rows, split):
 def test_autotune_prune_holds_rows_that_fit_a_block_whole():
     """On a GPU every config the prune keeps holds 16 or 32 elements of its tile a thread; several rows a tile and
     pipelining only for rows that fit a block (16K-wide rows: one row, 16 or 32 warps)."""
-    from kernels._rows import SCALAR_STATS as SCALAR, SPLIT_COLUMNS as SPLIT, _sensible, gpu_configs
+    from kernels._rows import SCALAR_STATS as SCALAR, _sensible, gpu_configs
 
     def kept(block, single):
         return sorted((c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"])
@@ -125,19 +125,21 @@ def test_autotune_prune_holds_rows_that_fit_a_block_whole():
                   for c in _sensible(gpu_configs(), {}, wide_stages=True, BLOCK=16384, SINGLE=True)) == [
         (1, 16, 1), (1, 16, 3), (1, 32, 1), (1, 32, 3)]
 
-    def with_option(option, block, single):
-        long_stages = option is SCALAR  # as the softmax kernels are tuned
-        return sorted((c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"])
-                      for c in _sensible(gpu_configs(option), {}, long_stages=long_stages, option=option, BLOCK=block,
-                                         SINGLE=single)
-                      if c.kwargs[option.name])
+    # layernorm's backward launched with SPLIT (one whole 16K row a step): each program's 8K half counted as its
+    # tile, so 8 or 16 warps, pipelined or not
+    assert sorted((c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"])
+                  for c in _sensible(gpu_configs(), {}, BLOCK=16384, SINGLE=True, SPLIT=True)) == [
+        (1, 8, 1), (1, 8, 3), (1, 16, 1), (1, 16, 3)]
 
-    # layernorm's backward SPLIT only for one whole 16K row a step, each program's 8K half counted as its tile (8
-    # or 16 warps, pipelined or not); softmax's SCALAR only for rows longer than a block
-    assert with_option(SPLIT, 16384, True) == [(1, 8, 1), (1, 8, 3), (1, 16, 1), (1, 16, 3)]
-    assert with_option(SPLIT, 4096, True) == [] == with_option(SPLIT, 16384, False)
-    assert with_option(SCALAR, 16384, False) == [(1, 16, 1), (1, 16, 3), (1, 32, 1), (1, 32, 3)]
-    assert with_option(SCALAR, 16384, True) == [] == with_option(SCALAR, 4096, True)
+    def with_scalar(block, single):  # as the softmax kernels are tuned
+        return sorted((c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"])
+                      for c in _sensible(gpu_configs(SCALAR), {}, long_stages=True, option=SCALAR, BLOCK=block,
+                                         SINGLE=single)
+                      if c.kwargs[SCALAR.name])
+
+    # softmax's SCALAR only for rows longer than a block
+    assert with_scalar(16384, False) == [(1, 16, 1), (1, 16, 3), (1, 32, 1), (1, 32, 3)]
+    assert with_scalar(16384, True) == [] == with_scalar(4096, True)
     for block in (1024, 4096):
         configs = kept(block, True)
         assert configs and all(r * max(block, 1) // (32 * w) in (16, 32) for r, w, _ in configs)
@@ -224,7 +226,8 @@ def test_norm_forwards_without_stats_give_the_same_output(n_cols):
 
 def test_reduction_programs_fewer_for_wider_rows(monkeypatch):
     """Programs for the norm backwards: up to 4 an SM at 768-wide rows, 2 at 4096, 1 at 16K (each a partial row
-    to write and sum), at least 16 rows each once every SM has one; every row in exactly one program."""
+    to write and sum), at least 16 rows each once every SM has one; half a row range an SM for layernorm's split;
+    every row in exactly one program."""
     from kernels import _rows
     monkeypatch.setattr(_rows, "sm_count", lambda device: 132)
     cpu = torch.device("cpu")
@@ -234,6 +237,14 @@ def test_reduction_programs_fewer_for_wider_rows(monkeypatch):
     assert _rows.reduction_programs(4096, 4096, cpu) == (256, 16)  # at least 16 rows each
     assert _rows.reduction_programs(1024, 16384, cpu) == (128, 8)  # one an SM: 16 rows each would idle SMs
     assert _rows.reduction_programs(5, 16384, cpu) == (5, 1)
-    for n_rows, block in ((65536, 1024), (1000, 4096), (16384, 16384), (131, 768)):
-        programs, per = _rows.reduction_programs(n_rows, block, cpu)
+    # layernorm's split: two programs a row range, one resident an SM, so half a range an SM (one wave)
+    assert _rows.split_columns(16384, True) and not _rows.split_columns(16384, False)
+    assert not _rows.split_columns(8192, True)
+    assert _rows.reduction_programs(65536, 16384, cpu, split=True) == (66, 993)
+    assert _rows.reduction_programs(4096, 16384, cpu, split=True) == (66, 63)
+    assert _rows.reduction_programs(1024, 16384, cpu, split=True) == (64, 16)
+    assert _rows.reduction_programs(5, 16384, cpu, split=True) == (5, 1)
+    for n_rows, block, split in ((65536, 1024, False), (1000, 4096, False), (16384, 16384, False),
+                                 (131, 768, False), (16384, 16384, True), (1000, 16384, True)):
+        programs, per = _rows.reduction_programs(n_rows, block, cpu, split)
         assert (programs - 1) * per < n_rows <= programs * per
