@@ -151,12 +151,13 @@ def test_partials_sum_into_the_weights_dtype():
     partial one; dim past one column block) into [k, dim] of the weights' dtype, in one launch."""
     from kernels._rows import sum_partials
 
-    partials = torch.randn(2, 19, 300, generator=torch.Generator().manual_seed(3))
-    for dtype in (torch.float32, torch.bfloat16):
-        got = sum_partials(partials, dtype)
-        assert got.shape == (2, 300) and got.dtype == dtype
-        torch.testing.assert_close(got.double(), partials.double().sum(1).to(dtype).double(),
-                                   rtol=1e-5 if dtype == torch.float32 else 1e-2, atol=1e-5)
+    for shape in ((2, 19, 300), (1, 300, 45)):  # few partial rows (tiles of 4096), or 256 a step and a partial one
+        partials = torch.randn(*shape, generator=torch.Generator().manual_seed(3))
+        for dtype in (torch.float32, torch.bfloat16):
+            got = sum_partials(partials, dtype)
+            assert got.shape == (shape[0], shape[2]) and got.dtype == dtype
+            torch.testing.assert_close(got.double(), partials.double().sum(1).to(dtype).double(),
+                                       rtol=1e-5 if dtype == torch.float32 else 1e-2, atol=1e-5)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
