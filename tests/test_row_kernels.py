@@ -249,3 +249,19 @@ def test_reduction_programs_fewer_for_wider_rows(monkeypatch):
                                  (131, 768, False), (16384, 16384, True), (1000, 16384, True)):
         programs, per = _rows.reduction_programs(n_rows, block, cpu, split)
         assert (programs - 1) * per < n_rows <= programs * per
+
+
+def test_layernorm_backward_splits_16k_rows_end_to_end():
+    """Through layernorm_bwd as the autograd function calls it: 16K-wide rows take the split (two programs a row
+    range, half a range an SM; five rows over the interpreter's stand-in SMs: ranges of unequal length), and dx,
+    dw, db match float64."""
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(5, 16000, generator=gen) + 0.5
+    w, dy = torch.rand(16000, generator=gen) + 0.5, torch.randn(5, 16000, generator=gen)
+    _, mean, rstd = LN.layernorm_fwd(x, w, torch.zeros(16000))
+    dx, dw, db = LN.layernorm_bwd(dy, x, w, mean, rstd)
+    xr, wr, br = (t.double().requires_grad_() for t in (x, w, torch.zeros(16000)))
+    torch.nn.functional.layer_norm(xr, (16000,), wr, br, 1e-5).backward(dy.double())
+    torch.testing.assert_close(dx.double(), xr.grad, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(dw.double(), wr.grad, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(db.double(), br.grad, rtol=1e-4, atol=1e-4)
