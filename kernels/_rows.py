@@ -11,6 +11,7 @@ import functools
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from kernels._autotune import INTERPRETED, quick_bench
 
@@ -158,9 +159,35 @@ def reduction_programs(n_rows: int, block: int, device: torch.device, split: boo
     return (triton.cdiv(n_rows, rows_per_program) if n_rows else 1), rows_per_program
 
 
+# Launch the partial-row sum as a programmatic dependent of the kernel before it (see dependent_launch); the
+# explore scripts turn these off to measure without.
+DEPENDENT_SUM = True
+EARLY_TRIGGER = True
+
+
+def dependent_launch(device: torch.device) -> bool:
+    """Whether the partial-row sum is launched as a programmatic dependent launch (PDL) of the backward kernel
+    that wrote the partials: compiled for a Hopper or newer GPU (not the CPU interpreter, which has no grid
+    dependency control). The sum's programs are then scheduled while the backward kernel runs and wait in
+    gdc_wait until it has finished and its writes are visible, instead of the sum being launched only once the
+    stream is idle."""
+    return (DEPENDENT_SUM and not INTERPRETED and device.type == "cuda"
+            and torch.cuda.get_device_capability(device)[0] >= 9)
+
+
+def early_trigger(device: torch.device) -> bool:
+    """Whether a backward kernel signals at its start (gdc_launch_dependents) that the dependent sum may be
+    scheduled, rather than at its end."""
+    return EARLY_TRIGGER and dependent_launch(device)
+
+
 @triton.jit
-def _sum_partials_kernel(PARTIALS, OUT, n_programs, n_cols, BN: tl.constexpr, BP: tl.constexpr):
-    """Program (column block, k): OUT[k, cols] = sum over programs of PARTIALS[k, programs, cols], in OUT's dtype."""
+def _sum_partials_kernel(PARTIALS, OUT, n_programs, n_cols, BN: tl.constexpr, BP: tl.constexpr,
+                         WAIT: tl.constexpr):
+    """Program (column block, k): OUT[k, cols] = sum over programs of PARTIALS[k, programs, cols], in OUT's dtype.
+    With WAIT (a dependent launch) it first waits for the kernel that wrote PARTIALS."""
+    if WAIT:
+        gdc_wait()
     cols = tl.program_id(0) * BN + tl.arange(0, BN)
     k = tl.program_id(1).to(tl.int64)
     base = PARTIALS + k * n_programs * n_cols
@@ -190,6 +217,7 @@ def sum_partials(partials: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
             bn = max(16, min(256, triton.next_power_of_2(triton.cdiv(n_cols * k, sm_count(partials.device)))))
             bp, warps = max(1, 4096 // bn), 4
         bn = min(bn, triton.next_power_of_2(n_cols))
+        pdl = dependent_launch(partials.device)
         _sum_partials_kernel[(triton.cdiv(n_cols, bn), k)](partials, out, n_programs, n_cols, BN=bn, BP=bp,
-                                                            num_warps=warps)
+                                                            WAIT=pdl, num_warps=warps, launch_pdl=pdl)
     return out
