@@ -11,8 +11,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import (as_rows, early_trigger, gdc_launch_dependents, reduction_programs, row_block, row_grid,
-                           row_passes, split_columns, sum_partials, tuned_rows)
+from kernels._rows import (as_rows, reduction_programs, row_block, row_grid, row_passes, split_columns,
+                           sum_partials, tuned_rows)
 
 
 @triton.jit
@@ -248,15 +248,12 @@ def _layernorm_bwd_half(X, W, DY, MEAN, RSTD, DX, dw_ptr, db_ptr, stride_x, stri
 @triton.jit
 def _layernorm_bwd_kernel(X, W, DY, MEAN, RSTD, DX, DW_PARTIAL, DB_PARTIAL, stride_x, stride_dy, stride_dx,
                           n_rows, n_cols, rows_per_program, BLOCK: tl.constexpr, SINGLE: tl.constexpr,
-                          ROWS: tl.constexpr, STAGES: tl.constexpr, SPLIT: tl.constexpr, TRIGGER: tl.constexpr):
+                          ROWS: tl.constexpr, STAGES: tl.constexpr, SPLIT: tl.constexpr):
     """Program p (with SPLIT, programs 2p and 2p + 1, see _layernorm_bwd_half and split_columns) takes
     rows_per_program rows and writes partial row p of dw and db. The row length stays a runtime value here:
     compiled in, as the forward's is, this kernel ran 1.6-2.4% slower at every 16K-wide point (H200, session 19,
     bf16: 714 against 701 us at 16384 x 16384, 2,555 against 2,508 at 65536 x 16384, the runtime length's times
-    as session 18 measured them), and within run-to-run noise elsewhere. With TRIGGER the dependent sum of the
-    partials may be scheduled from the start (see kernels._rows.dependent_launch)."""
-    if TRIGGER:
-        gdc_launch_dependents()
+    as session 18 measured them), and within run-to-run noise elsewhere."""
     pid = tl.program_id(0) // 2 if SPLIT else tl.program_id(0)
     first = pid * rows_per_program
     last = tl.minimum(first + rows_per_program, n_rows)
@@ -333,7 +330,7 @@ def layernorm_bwd(dy, x, w, mean, rstd) -> tuple[torch.Tensor, torch.Tensor, tor
     if n_rows:
         _layernorm_bwd_kernel[(programs * (2 if split else 1),)](
             x2, w, dy2, mean, rstd, dx, partials[0], partials[1], x2.stride(0), dy2.stride(0), dx.stride(0), n_rows,
-            n_cols, rows_per_program, BLOCK=block, SINGLE=single, SPLIT=split, TRIGGER=early_trigger(x.device))
+            n_cols, rows_per_program, BLOCK=block, SINGLE=single, SPLIT=split)
     else:
         partials.zero_()
     dw, db = sum_partials(partials, w.dtype)

@@ -11,8 +11,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import (as_rows, early_trigger, gdc_launch_dependents, reduction_programs, row_block, row_grid,
-                           row_passes, sum_partials, tuned_rows)
+from kernels._rows import (as_rows, reduction_programs, row_block, row_grid, row_passes, sum_partials,
+                           tuned_rows)
 
 
 @triton.jit
@@ -141,15 +141,12 @@ def _rmsnorm_bwd_chunked(X, W, DY, RSTD, DX, dw_ptr, stride_x, stride_dy, stride
 @triton.jit
 def _rmsnorm_bwd_kernel(X, W, DY, RSTD, DX, DW_PARTIAL, stride_x, stride_dy, stride_dx, n_rows, n_cols: tl.constexpr,
                         rows_per_program, BLOCK: tl.constexpr, SINGLE: tl.constexpr, ROWS: tl.constexpr,
-                        STAGES: tl.constexpr, TRIGGER: tl.constexpr):
+                        STAGES: tl.constexpr):
     """Program p takes rows_per_program rows and writes partial row p of dw. (Layernorm's SPLIT, two programs a
     row range each owning half the columns, was offered here too; on an H200, bf16, session 16, the autotuner
     kept this loop at every 16K-wide point, 1024 x 16384 included.) Its 16K-wide row loop may be pipelined too
     (wide_stages): the autotuner took that at 16 warps at 1024 and 4096 rows (bench, session 21: 38 and 116 us)
-    and the unpipelined loop at 32 warps at 16384 and 65536 rows. With TRIGGER the dependent sum of the partials
-    may be scheduled from the start (see kernels._rows.dependent_launch)."""
-    if TRIGGER:
-        gdc_launch_dependents()
+    and the unpipelined loop at 32 warps at 16384 and 65536 rows."""
     pid = tl.program_id(0)
     first = pid * rows_per_program
     last = tl.minimum(first + rows_per_program, n_rows)
@@ -211,7 +208,7 @@ def rmsnorm_bwd(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor,
     if n_rows:
         _rmsnorm_bwd_kernel[(programs,)](x2, w, dy2, rstd, dx, dw_partial, x2.stride(0), dy2.stride(0),
                                          dx.stride(0), n_rows, n_cols, rows_per_program,
-                                         BLOCK=block, SINGLE=single, TRIGGER=early_trigger(x.device))
+                                         BLOCK=block, SINGLE=single)
     else:
         dw_partial.zero_()
     return dx.view_as(x), sum_partials(dw_partial, w.dtype)[0]

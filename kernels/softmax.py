@@ -11,7 +11,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import MAX_BLOCK, SCALAR_STATS, as_rows, row_block, row_grid, sm_count, tuned_rows
+from kernels._rows import (MAX_BLOCK, SCALAR_STATS, as_rows, dependent_launch, gdc_wait, row_block, row_grid, sm_count,
+                           tuned_rows)
 
 
 @triton.jit
@@ -179,10 +180,13 @@ def _softmax_seg_stats_kernel(X, SEG_MAX, SEG_SUM, stride_x, n_cols, seg_len, n_
 
 @triton.jit
 def _softmax_seg_out_kernel(X, Y, SEG_MAX, SEG_SUM, stride_x, stride_y, n_cols, seg_len, n_segs, C: tl.constexpr,
-                            SEGS: tl.constexpr):
+                            SEGS: tl.constexpr, WAIT: tl.constexpr):
     """Program (row, segment): the row's max and sum from its segments' (SEGS >= n_segs), then this segment's
     exp(x - max) / sum. Programs take (row, segment) in the reverse of the statistics kernel's launch order, so
-    the first to re-read x read what that kernel read last, the likeliest still in L2."""
+    the first to re-read x read what that kernel read last, the likeliest still in L2. With WAIT (a dependent
+    launch, see kernels._rows.dependent_launch) it first waits for the statistics kernel."""
+    if WAIT:
+        gdc_wait()
     row, seg = tl.num_programs(0) - 1 - tl.program_id(0), tl.num_programs(1) - 1 - tl.program_id(1)
     k = tl.arange(0, SEGS)
     maxes = tl.load(SEG_MAX + row * n_segs + k, mask=k < n_segs, other=-float("inf"))
@@ -205,9 +209,11 @@ def _softmax_seg_dot_kernel(Y, DY, SEG_DOT, stride_y, stride_dy, n_cols, seg_len
 
 @triton.jit
 def _softmax_seg_dx_kernel(Y, DY, DX, SEG_DOT, stride_y, stride_dy, stride_dx, n_cols, seg_len, n_segs,
-                           C: tl.constexpr, SEGS: tl.constexpr):
+                           C: tl.constexpr, SEGS: tl.constexpr, WAIT: tl.constexpr):
     """Program (row, segment): the row's sum of y * dy from its segments', then this segment's dx (in the reverse
-    of the dot kernel's order, as the forward's output kernel)."""
+    of the dot kernel's order, as the forward's output kernel; with WAIT, after the dot kernel has finished)."""
+    if WAIT:
+        gdc_wait()
     row, seg = tl.num_programs(0) - 1 - tl.program_id(0), tl.num_programs(1) - 1 - tl.program_id(1)
     k = tl.arange(0, SEGS)
     dot = tl.sum(tl.load(SEG_DOT + row * n_segs + k, mask=k < n_segs, other=0.0), axis=0)
@@ -249,9 +255,10 @@ def softmax_fwd(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tenso
         seg_sum = torch.empty_like(seg_max)
         _softmax_seg_stats_kernel[(n_rows, segs)](x2, seg_max, seg_sum, x2.stride(0), n_cols, seg_len, segs,
                                                   C=SPLIT_CHUNK, num_warps=8)
+        pdl = dependent_launch(x.device)
         _softmax_seg_out_kernel[(n_rows, segs)](x2, y2, seg_max, seg_sum, x2.stride(0), y2.stride(0), n_cols,
                                                 seg_len, segs, C=SPLIT_CHUNK, SEGS=triton.next_power_of_2(segs),
-                                                num_warps=8)
+                                                WAIT=pdl, num_warps=8, launch_pdl=pdl)
     elif n_rows and n_cols:
         grid = row_grid(n_rows, x.device)
         _softmax_fwd_kernel[grid](x2, y2, x2.stride(0), y2.stride(0), n_rows, n_cols, BLOCK=block, SINGLE=single)
@@ -268,9 +275,10 @@ def softmax_bwd(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         seg_dot = torch.empty(n_rows, segs, dtype=torch.float32, device=y.device)  # [rows, segments]
         _softmax_seg_dot_kernel[(n_rows, segs)](y2, dy2, seg_dot, y2.stride(0), dy2.stride(0), n_cols, seg_len, segs,
                                                 C=SPLIT_CHUNK, num_warps=8)
+        pdl = dependent_launch(y.device)
         _softmax_seg_dx_kernel[(n_rows, segs)](y2, dy2, dx, seg_dot, y2.stride(0), dy2.stride(0), dx.stride(0),
                                                n_cols, seg_len, segs, C=SPLIT_CHUNK, SEGS=triton.next_power_of_2(segs),
-                                               num_warps=8)
+                                               WAIT=pdl, num_warps=8, launch_pdl=pdl)
     elif n_rows and n_cols:
         grid = row_grid(n_rows, y.device)
         _softmax_bwd_kernel[grid](y2, dy2, dx, y2.stride(0), dy2.stride(0), dx.stride(0), n_rows, n_cols,

@@ -75,8 +75,7 @@ def _backward(kernel, x, w, dy, stats, stages, n_partials=1, rows_per_program=3,
     partials = [torch.full((programs, n_cols), float("nan")) for _ in range(n_partials)]  # every row written
     grid = (programs * (2 if extra.get("SPLIT") else 1),)  # SPLIT: two programs a row range
     kernel.fn[grid](x, w, dy, *stats, dx, *partials, x.stride(0), dy.stride(0), dx.stride(0), n_rows, n_cols,
-                    rows_per_program, BLOCK=block, SINGLE=single, ROWS=rows, STAGES=stages, TRIGGER=False,
-                    num_warps=4, **extra)
+                    rows_per_program, BLOCK=block, SINGLE=single, ROWS=rows, STAGES=stages, num_warps=4, **extra)
     return dx, [p.sum(0) for p in partials]
 
 

@@ -1,6 +1,7 @@
 """Session 23: the norm backwards with the partial-row sum launched as a programmatic dependent launch (PDL).
 
-Run from the repository root: python3 baselines/h200/s23/explore40.py OUT.jsonl
+Run from the repository root at a0ce764 (the variants below were removed after it): python3
+baselines/h200/s23/explore40.py OUT.jsonl
 
 Variants (kernels._rows.DEPENDENT_SUM, EARLY_TRIGGER):
   off    the sum launched plainly, after the backward kernel has finished (as before this session)
