@@ -160,6 +160,17 @@ def test_partials_sum_into_the_weights_dtype():
                                        rtol=1e-5 if dtype == torch.float32 else 1e-2, atol=1e-5)
 
 
+def test_dependent_launch_only_where_compiled_for_a_gpu(monkeypatch):
+    """The partial-row sum and the split softmax's second kernel wait in gdc_wait as programmatic dependent
+    launches only when compiled for a CUDA device: the interpreter has no grid dependency control, so on the CPU
+    (interpreted or not) they are plain launches, which the tests here run."""
+    from kernels import _rows
+
+    assert not _rows.dependent_launch(torch.device("cpu"))
+    monkeypatch.setattr(_rows, "INTERPRETED", False)
+    assert not _rows.dependent_launch(torch.device("cpu"))
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_softmax_splits_few_long_rows_into_segments(dtype):
     """3 rows of 20000 are too few to fill the (CPU: 4) SMs: each is split into 4096-wide segments, two kernels
