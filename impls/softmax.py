@@ -44,7 +44,7 @@ softmax = component(
     make_inputs=make_inputs,
     cost=cost,
     reference=reference,
-    # fp32 3e-5: in 2 of 4 clean-clone CI runs (2026-11-30, CPU) the plain eager formula at 37 x 123 read 1.44e-5
+    # fp32 3e-5: in 2 of 3 clean-clone .ci/run runs (2026-11-30, CPU) the plain eager formula at 37 x 123 read 1.44e-5
     # (the same value both times; 7.9e-8 when run alone, 3,000 times): about 1e-5 off at every element, cause not
     # found. A wrong kernel is off by far more than either tolerance.
     tolerance={"fp64": 1e-12, "fp32": 3e-5, "bf16": 1e-2, "fp16": 2e-3},
