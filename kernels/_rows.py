@@ -177,6 +177,13 @@ def dependent_launch(device: torch.device) -> bool:
             and torch.cuda.get_device_capability(device)[0] >= 9)
 
 
+def dependent_kwargs(device: torch.device) -> dict:
+    """Launch keywords for a kernel with a WAIT constexpr that consumes the previous kernel's output: launched
+    as a dependent, and waiting in gdc_wait, where dependent_launch holds."""
+    pdl = dependent_launch(device)
+    return {"WAIT": pdl, "launch_pdl": pdl}
+
+
 @triton.jit
 def _sum_partials_kernel(PARTIALS, OUT, n_programs, n_cols, BN: tl.constexpr, BP: tl.constexpr,
                          WAIT: tl.constexpr):
@@ -214,7 +221,6 @@ def sum_partials(partials: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
             bn = max(16, min(256, triton.next_power_of_2(triton.cdiv(n_cols * k, sm_count(partials.device)))))
             bp, warps = max(1, 4096 // bn), 4
         bn = min(bn, triton.next_power_of_2(n_cols))
-        pdl = dependent_launch(partials.device)
         _sum_partials_kernel[(triton.cdiv(n_cols, bn), k)](partials, out, n_programs, n_cols, BN=bn, BP=bp,
-                                                            WAIT=pdl, num_warps=warps, launch_pdl=pdl)
+                                                            num_warps=warps, **dependent_kwargs(partials.device))
     return out

@@ -11,8 +11,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import (MAX_BLOCK, SCALAR_STATS, as_rows, dependent_launch, gdc_wait, row_block, row_grid, sm_count,
-                           tuned_rows)
+from kernels._rows import (MAX_BLOCK, SCALAR_STATS, as_rows, dependent_kwargs, gdc_wait, row_block, row_grid,
+                           sm_count, tuned_rows)
 
 
 @triton.jit
@@ -255,10 +255,9 @@ def softmax_fwd(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tenso
         seg_sum = torch.empty_like(seg_max)
         _softmax_seg_stats_kernel[(n_rows, segs)](x2, seg_max, seg_sum, x2.stride(0), n_cols, seg_len, segs,
                                                   C=SPLIT_CHUNK, num_warps=8)
-        pdl = dependent_launch(x.device)
         _softmax_seg_out_kernel[(n_rows, segs)](x2, y2, seg_max, seg_sum, x2.stride(0), y2.stride(0), n_cols,
                                                 seg_len, segs, C=SPLIT_CHUNK, SEGS=triton.next_power_of_2(segs),
-                                                WAIT=pdl, num_warps=8, launch_pdl=pdl)
+                                                num_warps=8, **dependent_kwargs(x.device))
     elif n_rows and n_cols:
         grid = row_grid(n_rows, x.device)
         _softmax_fwd_kernel[grid](x2, y2, x2.stride(0), y2.stride(0), n_rows, n_cols, BLOCK=block, SINGLE=single)
@@ -275,10 +274,9 @@ def softmax_bwd(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         seg_dot = torch.empty(n_rows, segs, dtype=torch.float32, device=y.device)  # [rows, segments]
         _softmax_seg_dot_kernel[(n_rows, segs)](y2, dy2, seg_dot, y2.stride(0), dy2.stride(0), n_cols, seg_len, segs,
                                                 C=SPLIT_CHUNK, num_warps=8)
-        pdl = dependent_launch(y.device)
         _softmax_seg_dx_kernel[(n_rows, segs)](y2, dy2, dx, seg_dot, y2.stride(0), dy2.stride(0), dx.stride(0),
                                                n_cols, seg_len, segs, C=SPLIT_CHUNK, SEGS=triton.next_power_of_2(segs),
-                                               WAIT=pdl, num_warps=8, launch_pdl=pdl)
+                                               num_warps=8, **dependent_kwargs(y.device))
     elif n_rows and n_cols:
         grid = row_grid(n_rows, y.device)
         _softmax_bwd_kernel[grid](y2, dy2, dx, y2.stride(0), dy2.stride(0), dx.stride(0), n_rows, n_cols,
