@@ -204,22 +204,21 @@ def _sum_partials_kernel(PARTIALS, OUT, n_programs, n_cols, BN: tl.constexpr, BP
 
 def sum_partials(partials: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """[k, programs, dim] fp32 partial rows summed over programs into [k, dim] of `dtype`, one launch (the norm
-    backwards' dw, and db: torch's sum then a cast took two launches per partial). Column blocks narrow enough to
-    give about a program an SM, each summing [BP, BN] tiles of 4096 (a first version, 256 columns a program, left
-    three programs walking 528 partial rows at dim 768: rmsnorm's backward at 65536 x 768 went from 96 to 139 us).
-    With 256 partial rows or more (rows up to 4K wide), 32 columns a program, 256 partial rows a step at 8 warps:
-    one or two round trips a program instead of two to five. On an H200 (session 22, the whole backward, bf16)
-    rmsnorm 36.9 against 40.2 us at 4096 x 4096, layernorm 38.9 against 40.5, both 10% faster at 16384 x 768;
-    at 16K-wide rows (64-128 partial rows) that shape was no faster, and the tiles of 4096 stay. Launched as a
-    dependent of the backward kernel where it can be (see dependent_launch)."""
+    backwards' dw, and db: torch's sum then a cast took two launches per partial), each program BN columns, summing
+    [BP, BN] tiles. With 256 partial rows or more (rows up to 4K wide), 32 columns a program, 256 partial rows a
+    step at 8 warps: one or two round trips a program. On an H200 (session 22, the whole backward, bf16) rmsnorm
+    36.9 against 40.2 us at 4096 x 4096 and layernorm 38.9 against 40.5 with tiles of 4096 a program an SM, both
+    10% faster at 16384 x 768 (a first version, 256 columns a program, had left three programs walking 528 partial
+    rows at dim 768: 139 against 96 us). Fewer partial rows (16K-wide rows: 64-132): 64 x 64 tiles, 64 columns a
+    program (rmsnorm 256 programs at dim 16384, layernorm's dw and db 512); on an H200 (session 24, explore49,
+    bf16) the sum took 3.2 against 4.2 us with tiles of 4096 a program an SM at rmsnorm 1024 x 16384 (the whole
+    backward 35.2 against 36.2-36.6), 3.0 against 4.3 at layernorm's (42.0 against 43.2), 4.3 against 5.7 and
+    4.3 against 4.9 at 4096 x 16384. Launched as a dependent of the backward kernel where it can be (see
+    dependent_launch)."""
     k, n_programs, n_cols = partials.shape
     out = torch.empty(k, n_cols, dtype=dtype, device=partials.device)
     if n_cols:
-        if n_programs >= 256:
-            bn, bp, warps = 32, 256, 8
-        else:
-            bn = max(16, min(256, triton.next_power_of_2(triton.cdiv(n_cols * k, sm_count(partials.device)))))
-            bp, warps = max(1, 4096 // bn), 4
+        bn, bp, warps = (32, 256, 8) if n_programs >= 256 else (64, 64, 4)
         bn = min(bn, triton.next_power_of_2(n_cols))
         _sum_partials_kernel[(triton.cdiv(n_cols, bn), k)](partials, out, n_programs, n_cols, BN=bn, BP=bp,
                                                             num_warps=warps, **dependent_kwargs(partials.device))
