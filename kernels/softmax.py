@@ -259,11 +259,12 @@ def _softmax_seg_dx_kernel(Y, DY, DX, SEG_DOT, stride_y, stride_dy, stride_dx, n
 def row_segments(n_rows: int, n_cols: int, device: torch.device, chunk: int = SPLIT_CHUNK) -> tuple[int, int]:
     """(segments a row, columns a segment, a multiple of `chunk`) for rows longer than a block. Few long rows
     (256 x 65536: 256 programs on 132 SMs, each walking 64K columns a chunk at a time) leave SMs with one chunk's
-    loads in flight; split into segments, rows x segments fill SPLIT_PROGRAMS_PER_SM programs an SM. (1, n_cols)
-    when the rows alone do, or give SPLIT_BELOW_ROWS_PER_SM programs an SM. Two kernels, so x is read twice. One
-    kernel whose programs hold their segment in registers and wait, spinning on a per-row arrival counter, for
-    the row's other segments' (max, sum) was tried on an H200 (session 22, bf16): 32.3 us at best against 38.7 at
-    64 x 262144 (a copy of the same bytes: 20.2), slower at 256 x 65536 (31.3 against 28.9, unsplit) and
+    loads in flight; split into segments, rows x segments fill SPLIT_PROGRAMS_PER_SM programs an SM (up to one
+    chunk a segment: 64 x 262144 takes 64 segments of 4096). (1, n_cols) when the rows alone do, or give
+    SPLIT_BELOW_ROWS_PER_SM programs an SM. Two kernels, so x is read twice. One kernel whose programs hold their
+    segment in registers and wait, spinning on a per-row arrival counter, for the row's other segments' (max,
+    sum) was tried on an H200 (session 22, bf16): 32.3 us at best against 38.7 at 64 x 262144 (then; 31.1 since
+    session 24's statistics kernel; a copy of the same bytes: 18.4-20.2), slower at 256 x 65536 (31.3 against 28.9, unsplit) and
     1024 x 16384 (29.4 against 23.0); not adopted: waiting programs hold their SM's slots, correctness rests on a
     row's programs being resident together, and the CPU interpreter, running programs one at a time, would hang."""
     sms = sm_count(device)

@@ -151,7 +151,8 @@ def test_partials_sum_into_the_weights_dtype():
     partial one; dim past one column block) into [k, dim] of the weights' dtype, in one launch."""
     from kernels._rows import sum_partials
 
-    for shape in ((2, 19, 300), (1, 300, 45)):  # few partial rows (tiles of 4096), or 256 a step and a partial one
+    # fewer than 256 partial rows: 64 x 64 tiles (one step; three, the last partial), or 256 a step and a partial one
+    for shape in ((2, 19, 300), (2, 130, 100), (1, 300, 45)):
         partials = torch.randn(*shape, generator=torch.Generator().manual_seed(3))
         for dtype in (torch.float32, torch.bfloat16):
             got = sum_partials(partials, dtype)
@@ -176,6 +177,7 @@ def test_softmax_splits_few_long_rows_into_segments(dtype):
     """3 rows of 20000 are too few to fill the (CPU: 4) SMs: each is split into 4096-wide segments, two kernels
     forward and two backward. Row 1's first two segments are all -inf (their statistics must not give NaN)."""
     assert SM.row_segments(3, 20000, torch.device("cpu")) == (5, 4096)
+    assert SM.row_segments(3, 100000, torch.device("cpu")) == (25, 4096)  # one chunk a segment (see its docstring)
     assert SM.row_segments(3, 16384, torch.device("cpu")) == (1, 16384)  # fits one block: never split
     assert SM.row_segments(4, 20000, torch.device("cpu")) == (1, 20000)  # a row an SM (CPU: 4 "SMs"): not split
     g = torch.Generator().manual_seed(1)
