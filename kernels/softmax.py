@@ -265,8 +265,9 @@ def row_segments(n_rows: int, n_cols: int, device: torch.device, chunk: int = SP
     segment in registers and wait, spinning on a per-row arrival counter, for the row's other segments' (max,
     sum) was tried on an H200 (session 22, bf16): 32.3 us at best against 38.7 at 64 x 262144 (then; 31.1 since
     session 24's statistics kernel; a copy of the same bytes: 18.4-20.2), slower at 256 x 65536 (31.3 against
-    28.9, unsplit) and 1024 x 16384 (29.4 against 23.0); not adopted: waiting programs hold their SM's slots, correctness rests on a
-    row's programs being resident together, and the CPU interpreter, running programs one at a time, would hang."""
+    28.9, unsplit) and 1024 x 16384 (29.4 against 23.0); not adopted: waiting programs hold their SM's slots,
+    correctness rests on a row's programs being resident together, and the CPU interpreter, running programs one
+    at a time, would hang."""
     sms = sm_count(device)
     want = SPLIT_PROGRAMS_PER_SM * sms
     if n_cols <= MAX_BLOCK or n_rows >= SPLIT_BELOW_ROWS_PER_SM * sms:
