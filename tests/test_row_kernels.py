@@ -278,3 +278,22 @@ def test_layernorm_backward_splits_16k_rows_end_to_end():
     torch.testing.assert_close(dx.double(), xr.grad, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(dw.double(), wr.grad, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(db.double(), br.grad, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("n_rows,n_cols", [(37, 300), (5, 16000)])
+def test_layernorm_backward_holds_fp32_tolerance_far_from_zero_mean(n_rows, n_cols):
+    """Rows of mean 100 and spread 1 in fp32, through the one-program loop (300 wide) and the split (16000): the
+    backward's xhat, x * rstd - mean * rstd as one FMA, keeps dx, dw, db within the component's fp32 gradient
+    tolerance (2e-5 of the largest |ref|) of float64."""
+    gen = torch.Generator().manual_seed(6)
+    x = torch.randn(n_rows, n_cols, generator=gen) + 100
+    w, dy = 1 + 0.1 * torch.randn(n_cols, generator=gen), torch.randn(n_rows, n_cols, generator=gen)
+    b = 0.1 * torch.randn(n_cols, generator=gen)
+    _, mean, rstd = LN.layernorm_fwd(x, w, b)
+    got = LN.layernorm_bwd(dy, x, w, mean, rstd)
+    xr, wr, br = (t.double().requires_grad_() for t in (x, w, b))
+    ref = torch.autograd.grad(torch.nn.functional.layer_norm(xr, (n_cols,), wr, br, 1e-5), (xr, wr, br),
+                              dy.double())
+    for name, a, r in zip(("dx", "dw", "db"), got, ref):
+        err = float((a.double() - r).abs().max() / r.abs().max())
+        assert err <= 2e-5, f"{name}: {err:.2e}"
