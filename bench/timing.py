@@ -128,10 +128,11 @@ class _L2Flusher:
     Zeroing, as nvbench and triton.testing.do_bench do, leaves L2 full of dirty lines, so the timed call pays for
     writing back data it did not produce; reading the buffer instead leaves clean lines. On an H200 (session 18,
     bf16 copy, events after each kind of flush) a copy took 18% less time after a read flush at 16 MB, 9% at 64 MB
-    (32.6 us against 35.7), 3% at 256 MB and 1 GB. Zeroing stays: a kernel in a model runs after kernels that
-    wrote their outputs, and with a read flush a call whose own outputs fit in L2 would not pay for writing them
-    back within the timed window either, which undercounts exactly the small memory-bound calls the flush is
-    for."""
+    (32.6 us against 35.7), 3% at 256 MB and 1 GB; in session 25 (explore50) 18.0-18.3 against 20.3-21.2 us for
+    32 MB in and 32 MB out, where Triton copies with evict_first loads or streaming stores were no faster. Zeroing
+    stays: a kernel in a model runs after kernels that wrote their outputs, and with a read flush a call whose own
+    outputs fit in L2 would not pay for writing them back within the timed window either, which undercounts
+    exactly the small memory-bound calls the flush is for."""
 
     def __init__(self, device):
         import torch
