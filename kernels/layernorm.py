@@ -280,8 +280,8 @@ def _layernorm_bwd_kernel(X, W, DY, MEAN, RSTD, DX, DW_PARTIAL, DB_PARTIAL, stri
             mean = tl.load(MEAN + rows, mask=row_ok, other=0.0)  # [ROWS]
             rstd = tl.load(RSTD + rows, mask=row_ok, other=0.0)
             shift = mean * rstd  # as in _layernorm_bwd_half: one FMA an element, no select
-            xhat = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32) * rstd[:, None] \
-                - shift[:, None]
+            x = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            xhat = x * rstd[:, None] - shift[:, None]
             dy = tl.load(DY + rows64 * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
             dw += dy * xhat  # the partials first, so dy dies into g (registers are the limit at 16K-wide rows)
             db += dy
