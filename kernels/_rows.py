@@ -214,7 +214,10 @@ def sum_partials(partials: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     bf16) the sum took 3.2 against 4.2 us with tiles of 4096 a program an SM at rmsnorm 1024 x 16384 (the whole
     backward 35.2 against 36.2-36.6), 3.0 against 4.3 at layernorm's (42.0 against 43.2), 4.3 against 5.7 and
     4.3 against 4.9 at 4096 x 16384. Launched as a dependent of the backward kernel where it can be (see
-    dependent_launch)."""
+    dependent_launch). Summed inside the backward kernel instead, after a grid barrier (a cooperative launch, each
+    program then summing a slice of columns over every partial row), the backward was slower at every point
+    (H200, session 26, explore59, bf16): rmsnorm 38.2 against 35.8-36.3 us at 4096 x 4096 and 41.3 against
+    37.7-37.9 at 1024 x 16384, layernorm 38.8 against 37.4-38.1 and 44.5-44.8 against 41.0-41.4."""
     k, n_programs, n_cols = partials.shape
     out = torch.empty(k, n_cols, dtype=dtype, device=partials.device)
     if n_cols:

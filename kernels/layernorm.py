@@ -29,7 +29,10 @@ def _layernorm_fwd_tile(X, W, B, Y, MEAN, RSTD, tile, stride_x, stride_y, n_rows
     torch.compile's kernel too (Inductor's persistent reduction, read from its output code on an H200: XBLOCK rows
     of a 1024-wide block), and the two tie, each within 3% (16384 rows: 17.02 us against a copy's 16.48) and 1%
     (65536 rows: 51.7 against 51.2) of a plain copy of the same bytes (session 22, five runs in alternation); two
-    unmasked tiles of 512 and 256 columns, with or without eviction hints, were no faster."""
+    unmasked tiles of 512 and 256 columns, with or without eviction hints, were no faster; nor (session 26,
+    explore59) a persistent kernel, 4 to 32 programs an SM, each walking its tiles with the next one or two
+    loaded into registers while this one is reduced and stored: 17.8 against 17.1 us at 16384 x 768 (compile
+    17.0-17.1, a copy 16.3), 56.0 against 52.3 at 65536 x 768."""
     rows = tile * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK)
     row_ok = rows < n_rows
