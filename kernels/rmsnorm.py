@@ -185,7 +185,7 @@ def rmsnorm_fwd(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6,
         raise ValueError(f"weight shape {tuple(w.shape)} does not match x's last dim {x.shape[-1]}")
     x2 = as_rows(x)  # [rows, dim]
     n_rows, n_cols = x2.shape
-    y = out if out is not None else torch.empty_like(x)
+    y = out if out is not None else torch.empty(x.shape, dtype=x.dtype, device=x.device)  # contiguous, whatever x is
     if y.shape != x.shape or not y.is_contiguous():
         raise ValueError("out must be contiguous with the shape of x")
     y2 = y.view(-1, n_cols)

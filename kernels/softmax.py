@@ -280,7 +280,7 @@ def row_segments(n_rows: int, n_cols: int, device: torch.device, chunk: int = SP
 def softmax_fwd(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     x2 = as_rows(x)  # [rows, dim]
     n_rows, n_cols = x2.shape
-    y = out if out is not None else torch.empty_like(x)
+    y = out if out is not None else torch.empty(x.shape, dtype=x.dtype, device=x.device)  # contiguous, whatever x is
     if y.shape != x.shape or not y.is_contiguous():
         raise ValueError("out must be contiguous with the shape of x")
     y2 = y.view(-1, n_cols)

@@ -299,3 +299,36 @@ def test_layernorm_backward_holds_fp32_tolerance_far_from_zero_mean(n_rows, n_co
     for name, a, r in zip(("dx", "dw", "db"), got, _layernorm_grads(x, w, b, dy)):
         err = float((a.double() - r).abs().max() / r.abs().max())
         assert err <= 2e-5, f"{name}: {err:.2e}"
+
+
+@pytest.mark.parametrize("layout", ["permuted", "column slice"])
+def test_row_kernels_take_inputs_of_any_layout(layout):
+    """A permuted x (dense, the last dim not unit-stride) and a slice of a wider one (rows further apart than
+    their length), through the differentiable functions: y, dx (and dw, db) match float64 as for a contiguous x,
+    and y is returned contiguous."""
+    gen = torch.Generator().manual_seed(7)
+    if layout == "permuted":
+        base = torch.randn(45, 2, 3, generator=gen).permute(1, 2, 0)  # [2, 3, 45], strides (3, 1, 6)
+    else:
+        base = torch.randn(2, 3, 60, generator=gen)[..., 5:50]  # [2, 3, 45], rows 60 apart
+    assert not base.is_contiguous()
+    w, b = torch.rand(45, generator=gen) + 0.5, torch.randn(45, generator=gen)
+    dy = torch.randn(2, 3, 45, generator=gen)
+    cases = {
+        "rmsnorm": (lambda x, w, b: RN.rmsnorm(x, w),
+                    lambda x, w, b: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w),
+        "layernorm": (LN.layernorm, lambda x, w, b: torch.nn.functional.layer_norm(x, (45,), w, b, 1e-5)),
+        "softmax": (lambda x, w, b: SM.softmax(x), lambda x, w, b: torch.softmax(x, -1)),
+    }
+    for name, (fn, ref_fn) in cases.items():
+        x, wg, bg = (t.detach().requires_grad_() for t in (base, w, b))  # x keeps base's strides
+        xr, wr, br = (t.detach().double().requires_grad_() for t in (x, w, b))
+        y, ref = fn(x, wg, bg), ref_fn(xr, wr, br)
+        assert y.is_contiguous(), name
+        torch.testing.assert_close(y.double(), ref, rtol=1e-4, atol=1e-5, msg=name)
+        grads = torch.autograd.grad(y, (x, wg, bg), dy, allow_unused=True)
+        refs = torch.autograd.grad(ref, (xr, wr, br), dy.double(), allow_unused=True)
+        for got, want in zip(grads, refs):
+            assert (got is None) == (want is None), name
+            if want is not None:
+                torch.testing.assert_close(got.double(), want, rtol=1e-4, atol=1e-5, msg=name)
