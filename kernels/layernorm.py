@@ -257,8 +257,13 @@ def _layernorm_bwd_half(X, W, DY, MEAN, RSTD, DX, dw_ptr, db_ptr, stride_x, stri
 def _layernorm_bwd_kernel(X, W, DY, MEAN, RSTD, DX, DW_PARTIAL, DB_PARTIAL, stride_x, stride_dy, stride_dx,
                           n_rows, n_cols, rows_per_program, BLOCK: tl.constexpr, SINGLE: tl.constexpr,
                           ROWS: tl.constexpr, STAGES: tl.constexpr, SPLIT: tl.constexpr):
-    """Program p (with SPLIT, programs 2p and 2p + 1, see _layernorm_bwd_half and split_columns) takes
-    rows_per_program rows and writes partial row p of dw and db. The row length stays a runtime value here:
+    """Program p of P (with SPLIT, programs 2p and 2p + 1, see _layernorm_bwd_half and split_columns) writes
+    partial row p of dw and db over its rows: without SPLIT, rows that fit a block in tiles of ROWS rows p,
+    p + P, ... as in rmsnorm's backward (on an H200, session 26, explore63, bf16, against a contiguous range
+    each: 36.1-36.7 against 37.5-38.1 us at 4096 x 4096, 108.8-109.3 against 113.3-113.8 at 16384 x 4096,
+    393.8-394.0 against 412.7-413.3 at 65536 x 4096, the same at 16384 x 768); with SPLIT, and rows longer than
+    a block, rows_per_program contiguous rows (the split interleaved: 131.4-131.7 against 130.3-130.4 us at
+    4096 x 16384, 41.2-41.8 against 40.9 at 1024 x 16384). The row length stays a runtime value here:
     compiled in, as the forward's is, this kernel ran 1.6-2.4% slower at every 16K-wide point (H200, session 19,
     bf16: 714 against 701 us at 16384 x 16384, 2,555 against 2,508 at 65536 x 16384, the runtime length's times
     as session 18 measured them), and within run-to-run noise elsewhere."""
@@ -270,14 +275,15 @@ def _layernorm_bwd_kernel(X, W, DY, MEAN, RSTD, DX, DW_PARTIAL, DB_PARTIAL, stri
     if SPLIT:
         _layernorm_bwd_half(X, W, DY, MEAN, RSTD, DX, dw_ptr, db_ptr, stride_x, stride_dy, stride_dx, first, last,
                             n_cols, tl.program_id(0) % 2, BLOCK // 2, STAGES)
-    elif SINGLE:  # walk this program's rows ROWS at a time, the dw/db partials in registers
+    elif SINGLE:  # walk tiles pid, pid + programs, ... ROWS rows each, the dw/db partials in registers
         cols = tl.arange(0, BLOCK)
         col_ok = cols < n_cols
         dw = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
         db = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
-        for start in tl.range(first, last, ROWS, num_stages=STAGES):  # pipelined: next rows load meanwhile
-            rows = start + tl.arange(0, ROWS)
-            row_ok = rows < last
+        # pipelined: the next tiles load meanwhile
+        for tile in tl.range(pid, tl.cdiv(n_rows, ROWS), tl.num_programs(0), num_stages=STAGES):
+            rows = tile * ROWS + tl.arange(0, ROWS)
+            row_ok = rows < n_rows
             mask = row_ok[:, None] & col_ok[None, :]
             rows64 = rows.to(tl.int64)[:, None]
             mean = tl.load(MEAN + rows, mask=row_ok, other=0.0)  # [ROWS]

@@ -142,9 +142,15 @@ def _rmsnorm_bwd_chunked(X, W, DY, RSTD, DX, dw_ptr, stride_x, stride_dy, stride
 def _rmsnorm_bwd_kernel(X, W, DY, RSTD, DX, DW_PARTIAL, stride_x, stride_dy, stride_dx, n_rows, n_cols: tl.constexpr,
                         rows_per_program, BLOCK: tl.constexpr, SINGLE: tl.constexpr, ROWS: tl.constexpr,
                         STAGES: tl.constexpr):
-    """Program p takes rows_per_program rows and writes partial row p of dw. (Layernorm's SPLIT, two programs a
-    row range each owning half the columns, was offered here too; on an H200, bf16, session 16, the autotuner
-    kept this loop at every 16K-wide point, 1024 x 16384 included.) Its 16K-wide row loop may be pipelined too
+    """Program p of P writes partial row p of dw over its rows: rows that fit a block in tiles of ROWS rows p,
+    p + P, p + 2P, ... (the programs together sweep x, dy and dx front to back, a band of P tiles at a time, as
+    an elementwise kernel does), longer rows as rows_per_program contiguous ones. The interleaved walk against
+    each program's own contiguous range, on an H200 (session 26, explore63, bf16, the autotuner's configs, three
+    rounds): 34.2-34.8 against 35.4-36.0 us at 4096 x 4096, 107.5-108.0 against 111.4-111.9 at 16384 x 4096,
+    393.1-393.3 against 409.6-410.1 at 65536 x 4096, 111.0-111.3 against 113.8-114.1 at 4096 x 16384, the same
+    at 1024 x 16384 and 16384 x 768. (Layernorm's SPLIT, two programs a row range each owning half the columns,
+    was offered here too; on an H200, bf16, session 16, the autotuner kept this loop at every 16K-wide point,
+    1024 x 16384 included.) Its 16K-wide row loop may be pipelined too
     (wide_stages): the autotuner took that at 16 warps at 1024 and 4096 rows (bench, session 21: 38 and 116 us)
     and the unpipelined loop at 32 warps at 16384 and 65536 rows. x and dy brought in by TMA instead (tensor
     descriptors, a row one [dim / 256, 256] box, the loop pipelined by Triton; session 26, explore60, bf16): at
@@ -154,13 +160,13 @@ def _rmsnorm_bwd_kernel(X, W, DY, RSTD, DX, DW_PARTIAL, stride_x, stride_dy, str
     first = pid * rows_per_program
     last = tl.minimum(first + rows_per_program, n_rows)
     dw_ptr = DW_PARTIAL + pid.to(tl.int64) * n_cols
-    if SINGLE:  # walk this program's rows ROWS at a time, the dw partial in registers
+    if SINGLE:  # walk tiles pid, pid + programs, ... ROWS rows each, the dw partial in registers
         cols = tl.arange(0, BLOCK)
         col_ok = cols < n_cols
         dw = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
-        for start in tl.range(first, last, ROWS, num_stages=STAGES):
-            rows = start + tl.arange(0, ROWS)
-            row_ok = rows < last
+        for tile in tl.range(pid, tl.cdiv(n_rows, ROWS), tl.num_programs(0), num_stages=STAGES):
+            rows = tile * ROWS + tl.arange(0, ROWS)
+            row_ok = rows < n_rows
             mask = row_ok[:, None] & col_ok[None, :]
             rows64 = rows.to(tl.int64)[:, None]
             rstd = tl.load(RSTD + rows, mask=row_ok, other=0.0)  # [ROWS]
