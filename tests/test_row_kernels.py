@@ -325,10 +325,10 @@ def test_row_kernels_take_inputs_of_any_layout(layout):
         xr, wr, br = (t.detach().double().requires_grad_() for t in (x, w, b))
         y, ref = fn(x, wg, bg), ref_fn(xr, wr, br)
         assert y.is_contiguous(), name
-        torch.testing.assert_close(y.double(), ref, rtol=1e-4, atol=1e-5, msg=name)
+        torch.testing.assert_close(y.double(), ref, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name}: {m}")
         grads = torch.autograd.grad(y, (x, wg, bg), dy, allow_unused=True)
         refs = torch.autograd.grad(ref, (xr, wr, br), dy.double(), allow_unused=True)
         for got, want in zip(grads, refs):
             assert (got is None) == (want is None), name
             if want is not None:
-                torch.testing.assert_close(got.double(), want, rtol=1e-4, atol=1e-5, msg=name)
+                torch.testing.assert_close(got.double(), want, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name}: {m}")
