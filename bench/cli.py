@@ -522,18 +522,22 @@ def _existing(paths):
               help="Significance level of the Mann-Whitney U test.")
 @click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json"]), default="table", show_default=True)
 @click.option("--all", "show_all", is_flag=True, help="Show unchanged rows too.")
-def compare(baseline, current, threshold, alpha, fmt, show_all):
+@click.option("--fail-on", type=click.Choice(["slower", "broken"]), default="slower", show_default=True,
+              help="What exits 1: `slower` (a slower row, or correctness lost) or `broken` (correctness lost only; "
+                   "slower rows are still listed), for machines whose timing cannot be trusted.")
+def compare(baseline, current, threshold, alpha, fmt, show_all, fail_on):
     """Compare CURRENT results against BASELINE; exit 1 on a regression (slower, or correctness lost)."""
     from bench import compare as cmp
 
     _existing([baseline, current])
+    failing = cmp.FAIL_ON[fail_on]
     verdicts = cmp.compare_files([baseline], [current], threshold, alpha)
     if not verdicts:
         _fail("no rows in either file")
     if fmt == "markdown":
-        click.echo(cmp.markdown(verdicts, threshold, alpha))
+        click.echo(cmp.markdown(verdicts, threshold, alpha, failing))
     elif fmt == "json":
-        click.echo(cmp.as_json(verdicts))
+        click.echo(cmp.as_json(verdicts, failing))
     else:
         table = Table(title=f"{current} vs {baseline} (threshold {threshold:.0%}, alpha {alpha})")
         for col in cmp.HEADER:
@@ -544,9 +548,9 @@ def compare(baseline, current, threshold, alpha, fmt, show_all):
                 table.add_row(*cells, style=styles.get(v.verdict))
         console.print(table)
         console.print(", ".join(f"{n} {k}" for k, n in sorted(cmp.counts(verdicts).items())))
-    if cmp.failed(verdicts):
+    if cmp.failed(verdicts, failing):
         if fmt == "table":
-            err.print("[bold red]regression[/]: slower or broken rows above")
+            err.print(f"[bold red]regression[/]: {' or '.join(failing)} rows above")
         sys.exit(1)
 
 

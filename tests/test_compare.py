@@ -111,6 +111,25 @@ def test_cli_exit_codes_and_formats(tmp_path):
     assert bench("compare", str(b), str(same), "--threshold", "abc").returncode == 2
 
 
+def test_fail_on_broken_gates_correctness_only(tmp_path):
+    """--fail-on broken (for machines whose timing cannot be trusted): a 30% slowdown is listed but exits 0, a
+    correctness loss still exits 1; the default fails on both."""
+    rng = np.random.default_rng(7)
+    b = write(tmp_path / "b.jsonl", [row("a", draw(rng)), row("b", draw(rng))])
+    slow = write(tmp_path / "slow.jsonl", [row("a", draw(rng, 1.3)), row("b", draw(rng))])
+    broke = write(tmp_path / "broke.jsonl", [row("a", draw(rng)), row("b", draw(rng), status="mismatch")])
+    listed = bench("compare", str(b), str(slow), "--fail-on", "broken", "--format", "markdown")
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    assert "**No regression**" in listed.stdout and "timing not gated" in listed.stdout
+    assert "| slower | rmsnorm:a |" in listed.stdout
+    assert bench("compare", str(b), str(slow)).returncode == 1
+    for gate in ("broken", "slower"):
+        js = bench("compare", str(b), str(broke), "--fail-on", gate, "--format", "json")
+        assert js.returncode == 1 and json.loads(js.stdout)["failed"] is True, gate
+    table = bench("compare", str(b), str(broke), "--fail-on", "broken")
+    assert table.returncode == 1 and "broken rows above" in table.stderr
+
+
 def test_export_loads_in_pytest_benchmark_compare(tmp_path):
     rng = np.random.default_rng(6)
     src = write(tmp_path / "r.jsonl", [row("a", draw(rng)), row("b", draw(rng)), row("c", [], status="error")])
