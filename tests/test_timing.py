@@ -84,18 +84,22 @@ def test_stopping_rule_respects_max_time_on_noise():
 
 
 def test_warmup_excludes_slow_first_call():
+    """The first call (a compile or autotune, 500 ms here) is reported apart and is in no sample. The bound on the
+    samples sits well under it but far over the host's hiccups: on a shared 2-core machine under `pytest -n 2`
+    one 1 ms sleep of 200 took 100 ms (2026-12-01)."""
     state = {"first": True}
 
     def fn():
         if state["first"]:
             state["first"] = False
-            time.sleep(0.3)  # a compile or autotune
+            time.sleep(0.5)
         else:
             time.sleep(0.001)
 
     t = time_call(fn, "cpu", TimingConfig.quick())
-    assert t.first_call_ms >= 300
-    assert max(t.samples_ms) < 50
+    assert t.first_call_ms >= 500
+    assert max(t.samples_ms) < 400
+    assert statistics.median(t.samples_ms) < 20
 
 
 def test_median_ci_contains_median():
