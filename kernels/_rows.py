@@ -135,6 +135,15 @@ def as_rows(x: torch.Tensor) -> torch.Tensor:
     return x.reshape(-1, x.shape[-1])
 
 
+def output_rows(x: torch.Tensor, out: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(y, y as [rows, dim]) for a row-wise forward: `out` when given (contiguous, x's shape), else a new
+    contiguous tensor whatever x's layout (empty_like would keep a permuted x's strides)."""
+    y = out if out is not None else torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    if y.shape != x.shape or not y.is_contiguous():
+        raise ValueError("out must be contiguous with the shape of x")
+    return y, y.view(-1, x.shape[-1])
+
+
 def reduction_programs(n_rows: int, block: int, device: torch.device, split: bool = False) -> tuple[int, int]:
     """(programs, rows per program) for backward kernels that reduce dw/db through per-program partial rows of
     `block`-wide tiles. Up to four programs per SM at rows up to 2K wide, two up to 8K, one at 16K (each a

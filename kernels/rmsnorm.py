@@ -11,8 +11,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import (as_rows, reduction_programs, row_block, row_grid, row_passes, sum_partials,
-                           tuned_rows)
+from kernels._rows import (as_rows, output_rows, reduction_programs, row_block, row_grid, row_passes,
+                           sum_partials, tuned_rows)
 
 
 @triton.jit
@@ -191,10 +191,7 @@ def rmsnorm_fwd(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6,
         raise ValueError(f"weight shape {tuple(w.shape)} does not match x's last dim {x.shape[-1]}")
     x2 = as_rows(x)  # [rows, dim]
     n_rows, n_cols = x2.shape
-    y = out if out is not None else torch.empty(x.shape, dtype=x.dtype, device=x.device)  # contiguous, whatever x is
-    if y.shape != x.shape or not y.is_contiguous():
-        raise ValueError("out must be contiguous with the shape of x")
-    y2 = y.view(-1, n_cols)
+    y, y2 = output_rows(x, out)
     rstd = torch.empty(n_rows, dtype=torch.float32, device=x.device) if stats else None  # [rows]
     block, single = row_block(n_cols)
     if n_rows:

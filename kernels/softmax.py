@@ -11,8 +11,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import (MAX_BLOCK, SCALAR_STATS, as_rows, dependent_kwargs, gdc_wait, row_block, row_grid,
-                           sm_count, tuned_rows)
+from kernels._rows import (MAX_BLOCK, SCALAR_STATS, as_rows, dependent_kwargs, gdc_wait, output_rows, row_block,
+                           row_grid, sm_count, tuned_rows)
 
 
 @triton.jit
@@ -280,10 +280,7 @@ def row_segments(n_rows: int, n_cols: int, device: torch.device, chunk: int = SP
 def softmax_fwd(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     x2 = as_rows(x)  # [rows, dim]
     n_rows, n_cols = x2.shape
-    y = out if out is not None else torch.empty(x.shape, dtype=x.dtype, device=x.device)  # contiguous, whatever x is
-    if y.shape != x.shape or not y.is_contiguous():
-        raise ValueError("out must be contiguous with the shape of x")
-    y2 = y.view(-1, n_cols)
+    y, y2 = output_rows(x, out)
     block, single = row_block(n_cols)
     segs, seg_len = row_segments(n_rows, n_cols, x.device)
     if n_rows and n_cols and segs > 1:  # few long rows: each split over several programs (two kernels)
