@@ -1,15 +1,25 @@
-"""What every autotuned kernel shares: whether Triton runs through its CPU interpreter, and a short benchmark
-for config selection."""
+"""What every kernel shares: whether Triton runs through its CPU interpreter, the dtypes its launchers take, and a
+short benchmark for config selection."""
 from __future__ import annotations
 
 import os
 
+import torch
 import triton
 
 # Under the interpreter (tests on CPU) kernels get one small config and no tuning; the interpreter also computes
 # tl.dot on bf16 operands wrongly (rel err ~1e10), so kernels upcast their operands to fp32 there (bf16 products
 # are exact in fp32, so the numbers match what the GPU computes).
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
+
+# The kernels load and store these and compute in fp32: a float64 input would come back at fp32's precision and an
+# integer one as garbage, so the launchers refuse both.
+DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def check_dtype(t: torch.Tensor) -> None:
+    if t.dtype not in DTYPES:
+        raise ValueError(f"dtype {t.dtype} is not supported (fp32, bf16, fp16)")
 
 
 def quick_bench(fn, quantiles=None, **_):

@@ -13,7 +13,7 @@ import triton
 import triton.language as tl
 from triton.language.extra.cuda import gdc_wait
 
-from kernels._autotune import INTERPRETED, quick_bench
+from kernels._autotune import INTERPRETED, check_dtype, quick_bench
 
 MAX_BLOCK = 16384  # elements of a row held in registers at once; longer rows are walked in chunks of this size
 
@@ -129,7 +129,9 @@ def row_grid(n_rows: int, device: torch.device):
 
 
 def as_rows(x: torch.Tensor) -> torch.Tensor:
-    """x [..., dim] as a 2-D [rows, dim] view with unit stride along dim (copied only if needed)."""
+    """x [..., dim] as a 2-D [rows, dim] view with unit stride along dim (copied only if needed); x of a dtype
+    the kernels take (check_dtype)."""
+    check_dtype(x)
     if x.stride(-1) != 1:
         x = x.contiguous()
     return x.reshape(-1, x.shape[-1])

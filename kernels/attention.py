@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from kernels._autotune import INTERPRETED, quick_bench
+from kernels._autotune import INTERPRETED, check_dtype, quick_bench
 
 LOG2E = 1.4426950408889634
 
@@ -454,8 +454,7 @@ def _check(q, k, v):
                          f"{tuple(k.shape)}, {tuple(v.shape)}")
     if not 1 <= q.shape[-1] <= 128:
         raise ValueError(f"head_dim {q.shape[-1]} is outside 1..128")
-    if q.dtype not in (torch.float32, torch.bfloat16, torch.float16):
-        raise ValueError(f"dtype {q.dtype} is not supported (fp32, bf16, fp16)")
+    check_dtype(q)
 
 
 def _unit_last(t: torch.Tensor) -> torch.Tensor:

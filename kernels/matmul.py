@@ -9,7 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._autotune import INTERPRETED
+from kernels._autotune import INTERPRETED, check_dtype
 
 
 def _configs():
@@ -66,6 +66,7 @@ def matmul_fwd(a: torch.Tensor, b: torch.Tensor, precision: str = "ieee", out: t
         raise ValueError(f"cannot multiply {tuple(a.shape)} by {tuple(b.shape)}")
     if a.dtype != b.dtype:
         raise ValueError(f"dtypes differ: {a.dtype} and {b.dtype}")
+    check_dtype(a)
     M, K = a.shape
     N = b.shape[1]
     c = out if out is not None else torch.empty(M, N, dtype=a.dtype, device=a.device)

@@ -332,3 +332,32 @@ def test_row_kernels_take_inputs_of_any_layout(layout):
             assert (got is None) == (want is None), name
             if want is not None:
                 torch.testing.assert_close(got.double(), want, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name}: {m}")
+
+
+
+def _refused_calls(dtype):
+    from kernels import attention as A
+    from kernels import matmul as M
+
+    x, ok, w = torch.ones(3, 8).to(dtype), torch.ones(3, 8), torch.ones(8)
+    qkv = [torch.ones(1, 1, 4, 8).to(dtype) for _ in range(3)]
+    return {
+        "rmsnorm": lambda: RN.rmsnorm(x, w),
+        "rmsnorm_bwd": lambda: RN.rmsnorm_bwd(x, ok, w, torch.ones(3)),  # dy of the dtype
+        "layernorm": lambda: LN.layernorm(x, w, w),
+        "layernorm_bwd": lambda: LN.layernorm_bwd(x, ok, w, torch.zeros(3), torch.ones(3)),
+        "softmax": lambda: SM.softmax(x),
+        "softmax_bwd": lambda: SM.softmax_bwd(x, ok),
+        "matmul": lambda: M.matmul(x, x.t()),
+        "attention": lambda: A.flash_attention(*qkv),
+    }
+
+
+@pytest.mark.parametrize("name", list(_refused_calls(torch.float64)))
+@pytest.mark.parametrize("dtype", [torch.float64, torch.int32])
+def test_kernels_refuse_dtypes_they_cannot_compute(name, dtype):
+    """The kernels compute in fp32: a float64 input would come back at fp32's precision (rel err ~1e-7 where the
+    caller asked for ~1e-16) and an integer one as garbage, both without a word. Each launcher raises instead,
+    naming the dtype, forward and backward."""
+    with pytest.raises(ValueError, match=f"dtype {dtype} is not supported"):
+        _refused_calls(dtype)[name]()
