@@ -7,6 +7,7 @@ ROWS and num_warps are autotuned per row length and dtype.
 from __future__ import annotations
 
 import functools
+import math
 
 import torch
 import triton
@@ -132,9 +133,26 @@ def as_rows(x: torch.Tensor) -> torch.Tensor:
     """x [..., dim] as a 2-D [rows, dim] view with unit stride along dim (copied only if needed); x of a dtype
     the kernels take (check_dtype)."""
     check_dtype(x)
+    if x.dim() == 0:
+        raise ValueError("x must have at least one dimension, the rows' length")
     if x.stride(-1) != 1:
         x = x.contiguous()
     return x.reshape(-1, x.shape[-1])
+
+
+def check_backward(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor | None = None,
+                   stats: tuple[torch.Tensor, ...] = ()) -> None:
+    """A backward launcher's inputs agree: dy has the shape of the forward's input (or output) x, w one value a
+    column and each saved statistic one a row. The kernels index them all by x's rows and columns, so a mismatch
+    would read past the end of the shorter."""
+    if dy.shape != x.shape:
+        raise ValueError(f"dy has shape {tuple(dy.shape)}, the forward's {tuple(x.shape)}")
+    if w is not None and w.shape != (x.shape[-1],):
+        raise ValueError(f"weight shape {tuple(w.shape)} does not match x's last dim {x.shape[-1]}")
+    rows = math.prod(x.shape[:-1])
+    for s in stats:
+        if s.numel() != rows:
+            raise ValueError(f"a saved statistic has {s.numel()} values for {rows} rows")
 
 
 def output_rows(x: torch.Tensor, out: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:

@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import (as_rows, output_rows, reduction_programs, row_block, row_grid, row_passes,
+from kernels._rows import (as_rows, check_backward, output_rows, reduction_programs, row_block, row_grid, row_passes,
                            split_columns, sum_partials, tuned_rows)
 
 
@@ -314,9 +314,9 @@ def layernorm_fwd(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float 
     follows) mean and rstd are neither written nor returned (None): at 768-wide rows those 8 bytes a row, written
     a few rows a program, cost 2-3% (H200, session 19: 17.4 against 17.0 us at 16384 x 768, 53.0 against 51.6 at
     65536 x 768), and torch.compile's forward, timed beside this one, writes none."""
+    x2 = as_rows(x)  # [rows, dim]
     if w.shape != (x.shape[-1],) or b.shape != (x.shape[-1],):
         raise ValueError(f"weight {tuple(w.shape)} / bias {tuple(b.shape)} do not match x's last dim {x.shape[-1]}")
-    x2 = as_rows(x)  # [rows, dim]
     n_rows, n_cols = x2.shape
     y, y2 = output_rows(x, out)
     mean = torch.empty(n_rows, dtype=torch.float32, device=x.device) if stats else None  # [rows]
@@ -333,6 +333,7 @@ def layernorm_fwd(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float 
 def layernorm_bwd(dy, x, w, mean, rstd) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dx, dw, db for the forward above."""
     x2, dy2 = as_rows(x), as_rows(dy)
+    check_backward(dy, x, w, (mean, rstd))
     n_rows, n_cols = x2.shape
     dx = torch.empty_like(x2)
     block, single = row_block(n_cols)

@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import (as_rows, output_rows, reduction_programs, row_block, row_grid, row_passes,
+from kernels._rows import (as_rows, check_backward, output_rows, reduction_programs, row_block, row_grid, row_passes,
                            sum_partials, tuned_rows)
 
 
@@ -187,9 +187,9 @@ def rmsnorm_fwd(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6,
                 out: torch.Tensor | None = None, stats: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
     """y, rstd for x [..., dim] and w [dim]; writes into `out` when given. Without `stats` (no backward follows)
     rstd is neither written nor returned (None), as in layernorm_fwd."""
+    x2 = as_rows(x)  # [rows, dim]
     if w.shape != (x.shape[-1],):
         raise ValueError(f"weight shape {tuple(w.shape)} does not match x's last dim {x.shape[-1]}")
-    x2 = as_rows(x)  # [rows, dim]
     n_rows, n_cols = x2.shape
     y, y2 = output_rows(x, out)
     rstd = torch.empty(n_rows, dtype=torch.float32, device=x.device) if stats else None  # [rows]
@@ -206,6 +206,7 @@ def rmsnorm_bwd(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor,
                 rstd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """dx, dw for the forward above."""
     x2, dy2 = as_rows(x), as_rows(dy)
+    check_backward(dy, x, w, (rstd,))
     n_rows, n_cols = x2.shape
     dx = torch.empty_like(x2)
     block, single = row_block(n_cols)

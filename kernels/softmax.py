@@ -11,8 +11,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import (MAX_BLOCK, SCALAR_STATS, as_rows, dependent_kwargs, gdc_wait, output_rows, row_block,
-                           row_grid, sm_count, tuned_rows)
+from kernels._rows import (MAX_BLOCK, SCALAR_STATS, as_rows, check_backward, dependent_kwargs, gdc_wait, output_rows,
+                           row_block, row_grid, sm_count, tuned_rows)
 
 
 @triton.jit
@@ -299,6 +299,7 @@ def softmax_fwd(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tenso
 
 def softmax_bwd(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     y2, dy2 = as_rows(y), as_rows(dy)
+    check_backward(dy, y)
     n_rows, n_cols = y2.shape
     dx = torch.empty_like(y2)
     block, single = row_block(n_cols)

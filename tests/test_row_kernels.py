@@ -361,3 +361,25 @@ def test_kernels_refuse_dtypes_they_cannot_compute(name, dtype):
     naming the dtype, forward and backward."""
     with pytest.raises(ValueError, match=f"dtype {dtype} is not supported"):
         _refused_calls(dtype)[name]()
+
+
+@pytest.mark.parametrize("case", ["dy rows", "dy cols", "weight", "stat"])
+def test_backwards_refuse_inputs_that_disagree(case):
+    """The backward launchers are public (kernels.rmsnorm.rmsnorm_bwd, ...) and index dy, w and the saved
+    statistics by x's rows and columns: a dy, w or statistic of another size would be read past its end. Each
+    raises instead; a 0-d x (no rows' length) too."""
+    x, w = torch.randn(3, 8), torch.ones(8)
+    dy = {"dy rows": torch.randn(2, 8), "dy cols": torch.randn(3, 4)}.get(case, torch.randn(3, 8))
+    w_in = torch.ones(5) if case == "weight" else w
+    stat = torch.ones(2) if case == "stat" else torch.ones(3)
+    with pytest.raises(ValueError, match="dy has shape|weight shape|saved statistic"):
+        RN.rmsnorm_bwd(dy, x, w_in, stat)
+    with pytest.raises(ValueError, match="dy has shape|weight shape|saved statistic"):
+        LN.layernorm_bwd(dy, x, w_in, torch.zeros(3), stat)
+    if case.startswith("dy"):
+        with pytest.raises(ValueError, match="dy has shape"):
+            SM.softmax_bwd(dy, torch.softmax(x, -1))
+    for fn in (lambda t: RN.rmsnorm(t, torch.ones(1)), lambda t: LN.layernorm(t, torch.ones(1), torch.ones(1)),
+               SM.softmax):
+        with pytest.raises(ValueError, match="at least one dimension"):
+            fn(torch.tensor(1.0))
