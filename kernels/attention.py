@@ -454,6 +454,8 @@ def _check(q, k, v):
                          f"{tuple(k.shape)}, {tuple(v.shape)}")
     if not 1 <= q.shape[-1] <= 128:
         raise ValueError(f"head_dim {q.shape[-1]} is outside 1..128")
+    if not q.dtype == k.dtype == v.dtype:
+        raise ValueError(f"q, k, v must share one dtype; got {q.dtype}, {k.dtype}, {v.dtype}")
     check_dtype(q)
 
 

@@ -152,3 +152,9 @@ def test_causal_programs_start_longest_first_in_groups_of_heads(longest_last):
         assert {h for _, h in pairs[:group * n_blocks]} == set(range(group))
         for part in (length[:group * n_blocks], length[group * n_blocks:]):
             assert part == sorted(part, reverse=True)
+
+
+def test_attention_refuses_q_k_v_of_different_dtypes():
+    q = torch.ones(1, 1, 4, 8)
+    with pytest.raises(ValueError, match="share one dtype"):
+        A.flash_attention(q, q.bfloat16(), q)

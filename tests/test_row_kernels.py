@@ -334,7 +334,6 @@ def test_row_kernels_take_inputs_of_any_layout(layout):
                 torch.testing.assert_close(got.double(), want, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name}: {m}")
 
 
-
 def _refused_calls(dtype):
     from kernels import attention as A
     from kernels import matmul as M
