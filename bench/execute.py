@@ -194,6 +194,7 @@ class Worker:
                 row.update(autotune_choices())
                 return row
             call = make_timed_call(impl, fn, comp, case.mode, inputs, dev, seed, out_like)
+            forget_autotune_picks()  # the row names the kernels the timed calls run (bwd: not the forward's)
             t0 = wall_clock()
             timing = time_call(call, dev, self.timing, lambda phase: profiling.call_range(case, phase))
             row["timing_s"] = wall_clock() - t0
@@ -222,9 +223,18 @@ def _autotuners() -> list:
 def forget_autotune_choices() -> None:
     """Clear each autotuned kernel's record of its last config and of the timings it chose by, so that what a case
     ran (and whether it tuned) can be told apart."""
+    forget_autotune_picks()
+    for tuner in _autotuners():
+        tuner.configs_timings = None
+
+
+def forget_autotune_picks() -> None:
+    """Clear each autotuned kernel's record of its last config but keep the timings it chose by: before the timed
+    calls, so that a row names the configs of the kernels it timed. A bwd case runs the forward once to build the
+    graph it differentiates; its kernels' picks (and their timings) are then left out of the row, and `bench
+    compare` does not name a forward kernel's change as a cause of a slower backward."""
     for tuner in _autotuners():
         tuner.best_config = None
-        tuner.configs_timings = None
 
 
 def _config_text(config) -> str:
@@ -243,7 +253,7 @@ def _median_ms(timing) -> float:
 
 def autotune_choices() -> dict:
     """{"kernel_configs": {kernel: "BM=128 BN=64 TMA=True warps=8 stages=3"}} for the autotuned kernels that ran
-    since `forget_autotune_choices` (each one's config for the last shape it ran), or {} when none did; and
+    since `forget_autotune_picks` (each one's config for the last shape it ran), or {} when none did; and
     {"autotune_ms": {kernel: {config: median ms}}}, fastest first, for those that benchmarked their candidates
     in this case (a shape new to the process: a pick taken from the autotuner's cache has none), so a pick can be
     checked against what the autotuner measured."""

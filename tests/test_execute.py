@@ -40,3 +40,20 @@ def test_rows_carry_the_timings_the_autotuner_chose_by():
     tuner.best_config = four  # a cached pick: run() sets best_config without benchmarking
     assert execute.autotune_choices() == {"kernel_configs": {"_rmsnorm_fwd_kernel": "ROWS=4 STAGES=1 warps=4 stages=3"}}
     execute.forget_autotune_choices()
+
+
+def test_timed_rows_name_only_the_kernels_their_timed_calls_ran(monkeypatch):
+    """A bwd case runs the forward once to build the graph it differentiates, then times the backward alone: its
+    row names the backward kernel's config, not the forward's (whose change `bench compare` would otherwise name
+    as a cause of a slower backward); a fwd_bwd row names both. Here the Triton rmsnorm is timed through the
+    interpreter as if it were not (on CPU a Triton row is otherwise left untimed, its configs those of the check)."""
+    from bench import registry
+
+    monkeypatch.setattr(registry.Impl, "interpreted_on_cpu", property(lambda self: False))
+    worker = Worker("cpu", TimingConfig.quick())
+    point = {"tokens": 7, "dim": 45}
+    bwd = worker.measure(Case("rmsnorm", "triton", "bwd", point, "fp32"))
+    assert bwd["status"] == "ok" and bwd["median_ms"] > 0
+    assert set(bwd["kernel_configs"]) == {"_rmsnorm_bwd_kernel"}
+    both = worker.measure(Case("rmsnorm", "triton", "fwd_bwd", point, "fp32"))
+    assert set(both["kernel_configs"]) == {"_rmsnorm_fwd_kernel", "_rmsnorm_bwd_kernel"}
