@@ -42,7 +42,9 @@ def test_cpu_timer_matches_independent_measurement():
         assert extra[0] >= 0 and extra[len(extra) // 2] < 0.02 * statistics.median(t.samples_ms), extra
         ours.append(statistics.median(t.samples_ms))
         theirs.append(statistics.median(timeit.repeat(work, number=1, repeat=50)) * 1e3)  # per call, as ours
-    ratio = statistics.median(a / b for a, b in zip(ours, theirs))
+    # the fastest round of each: a clean clone's CI run read the machine at 3.1-3.7 ms a call in some rounds and
+    # 7.1-7.7 in others, for timeit as for ours, and round by round the two fell in different states
+    ratio = min(ours) / min(theirs)
     assert 0.6 < ratio < 1.6, (ours, theirs)
 
 
