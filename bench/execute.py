@@ -56,10 +56,15 @@ def point_seed(case: Case, base_seed: int) -> int:
 
 def make_timed_call(impl: registry.Impl, fn: Callable, comp: registry.Component, mode: str, inputs: dict,
                     device: str, seed: int, out_like: tuple) -> Callable[[], Any]:
-    """The closure the timer calls: what one iteration of `mode` does, nothing else."""
+    """The closure the timer calls: what one iteration of `mode` does, nothing else. `out_like` gives the shapes
+    and dtypes of the outputs a `writes_out` impl writes into; empty (no reference was computed: `bench run
+    --no-check`, `bench trace`), one call without `out` gives them."""
     if mode == "fwd":
         kwargs = dict(inputs)
         if impl.writes_out:
+            if not out_like:
+                with torch.no_grad():
+                    out_like = tuple(o.detach() for o in as_tuple(fn(**inputs)))
             outs = tuple(torch.empty(r.shape, dtype=r.dtype, device=device) for r in out_like)
             kwargs["out"] = outs[0] if len(outs) == 1 else outs
 
@@ -100,9 +105,7 @@ def prepare_call(case: Case, device: str, seed: int = 0) -> Callable[[], Any]:
     with precision(case.dtype):
         fn = impl.build(case.point, case.dtype, device)
         inputs = comp.make_inputs(case.point, torch_dtype(case.dtype), device, pseed)
-        with torch.no_grad():
-            out_like = tuple(o.detach() for o in as_tuple(fn(**inputs))) if impl.writes_out else ()
-        return make_timed_call(impl, fn, comp, case.mode, inputs, device, pseed, out_like)
+        return make_timed_call(impl, fn, comp, case.mode, inputs, device, pseed, ())
 
 
 class Worker:

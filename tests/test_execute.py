@@ -57,3 +57,14 @@ def test_timed_rows_name_only_the_kernels_their_timed_calls_ran(monkeypatch):
     assert set(bwd["kernel_configs"]) == {"_rmsnorm_bwd_kernel"}
     both = worker.measure(Case("rmsnorm", "triton", "fwd_bwd", point, "fp32"))
     assert set(both["kernel_configs"]) == {"_rmsnorm_fwd_kernel", "_rmsnorm_bwd_kernel"}
+
+
+def test_impls_that_write_into_out_are_timed_without_a_check():
+    """`bench run --no-check` computes no reference, which is where a `writes_out` impl's output shapes came from:
+    its fwd rows were errors (matmul's eager: "argument 'out' must be Tensor, not tuple"). Now one call without
+    `out` gives the shapes, and the timed calls write into a buffer of them."""
+    for check in (False, True):
+        row = Worker("cpu", TimingConfig.quick(), check=check).measure(
+            Case("matmul", "eager", "fwd", {"m": 33, "n": 17, "k": 9}, "fp32"))
+        assert row["status"] == "ok", row.get("reason")
+        assert row["median_ms"] > 0 and ("rel_err" in row) == check
