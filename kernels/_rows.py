@@ -25,7 +25,7 @@ def row_block(n_cols: int) -> tuple[int, bool]:
     return block, n_cols <= block
 
 
-def _sensible(configs, named_args, long_stages=False, wide_stages=False, option=None, **kwargs):
+def _sensible(configs, named_args, long_stages=False, wide_stages=False, option=None, passes_warps=None, **kwargs):
     """Autotune prune, from a sweep of every (ROWS, warps, STAGES) on an H200 (rmsnorm, bf16, 768..16384 wide):
     the best configs held 16 or 32 elements of the tile per thread, tiles of at most 4K elements (or one row),
     several rows per tile only when a row fits one block, and software pipelining (STAGES 3, a persistent
@@ -36,7 +36,8 @@ def _sensible(configs, named_args, long_stages=False, wide_stages=False, option=
     row_passes). With `long_stages` (softmax), rows longer than a block may also pipeline their chunk loops;
     with `wide_stages` (rmsnorm's backward) one 16K-wide row a step may pipeline its row loop too; a kernel's
     `option` is tried on only where it applies. A launch with SPLIT (layernorm's backward, see split_columns)
-    gives each program half of every row: the rules count that half as its tile."""
+    gives each program half of every row: the rules count that half as its tile. With `passes_warps`, a launch
+    with PASSES (see row_passes) gets that many warps, untuned."""
     block = kwargs.get("BLOCK", named_args.get("BLOCK"))
     single = kwargs.get("SINGLE", named_args.get("SINGLE"))
     parts = 2 if kwargs.get("SPLIT", named_args.get("SPLIT")) else 1
@@ -51,6 +52,8 @@ def _sensible(configs, named_args, long_stages=False, wide_stages=False, option=
                      or (wide_stages and single and block >= MAX_BLOCK)))
 
     kept = [c for c in configs if fits(c)]
+    if passes_warps and kwargs.get("PASSES", named_args.get("PASSES")):
+        kept = [c for c in kept if c.num_warps == passes_warps]
     return kept or [min(configs, key=lambda c: (c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"]))]
 
 
@@ -72,8 +75,9 @@ def row_passes(block: int, single: bool) -> bool:
     that fit a block. On an H200 (session 19, bf16, timed by bench.timing) layernorm took 258 against 276 us at
     16384 x 16384, 70 against 78 at 4096 x 16384, 1016 against 1071 at 65536 x 16384, 23 against 27 at
     1024 x 16384. A fixed choice, not the autotuner's: offered both ways, its shorter timing took the whole row at
-    1024 x 16384 (24.4 against 23.9 us) and the bench then read 25.7. The autotuner still picks the warps (the
-    prune leaves one row a program, unpipelined, at 16 or 32 warps for these rows)."""
+    1024 x 16384 (24.4 against 23.9 us) and the bench then read 25.7. The autotuner still picks rmsnorm's warps (the
+    prune leaves one row a program, unpipelined, at 16 or 32 warps for these rows); layernorm's are fixed at 16
+    (see _layernorm_fwd_kernel)."""
     return single and block >= MAX_BLOCK
 
 
@@ -87,7 +91,7 @@ def split_columns(block: int, single: bool) -> bool:
 
 
 def tuned_rows(key: tuple[str, ...] = ("n_cols", "n_rows"), long_stages: bool = False, wide_stages: bool = False,
-               option: Option | None = None):
+               option: Option | None = None, passes_warps: int | None = None):
     """triton.autotune over (ROWS, num_warps, STAGES), keyed by the shape (and, implicitly, the dtypes); STAGES
     pipelines the loop over rows that fit a block, and with `long_stages` the chunk loops of longer rows; an
     `option` is tried on and off where it applies. The CPU interpreter gets one config, ROWS=2, STAGES=3 and the
@@ -97,7 +101,8 @@ def tuned_rows(key: tuple[str, ...] = ("n_cols", "n_rows"), long_stages: bool = 
         configs = [triton.Config({"ROWS": 2, "STAGES": 3, **({option.name: False} if option else {})}, num_warps=4)]
     else:
         configs = gpu_configs(option)
-    prune = functools.partial(_sensible, long_stages=long_stages, wide_stages=wide_stages, option=option)
+    prune = functools.partial(_sensible, long_stages=long_stages, wide_stages=wide_stages, option=option,
+                              passes_warps=passes_warps)
     return triton.autotune(configs=configs, key=list(key), prune_configs_by={"early_config_prune": prune},
                            do_bench=quick_bench)
 

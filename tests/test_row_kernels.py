@@ -137,6 +137,17 @@ def test_autotune_prune_holds_rows_that_fit_a_block_whole():
                   for c in _sensible(gpu_configs(), {}, BLOCK=16384, SINGLE=True, SPLIT=True)) == [
         (1, 8, 1), (1, 8, 3), (1, 16, 1), (1, 16, 3)]
 
+    # layernorm's forward over 16K-wide rows in passes: 16 warps, untuned; rmsnorm's tuned between 16 and 32
+    from kernels.layernorm import _layernorm_fwd_kernel
+    from kernels.rmsnorm import _rmsnorm_fwd_kernel
+
+    def pruned(kernel, passes):
+        return sorted((c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"])
+                      for c in kernel.early_config_prune(gpu_configs(), {}, BLOCK=16384, SINGLE=True, PASSES=passes))
+
+    assert pruned(_layernorm_fwd_kernel, True) == [(1, 16, 1)]
+    assert pruned(_rmsnorm_fwd_kernel, True) == [(1, 16, 1), (1, 32, 1)] == pruned(_layernorm_fwd_kernel, False)
+
     def with_scalar(block, single):  # as the softmax kernels are tuned
         return sorted((c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"])
                       for c in _sensible(gpu_configs(SCALAR), {}, long_stages=True, option=SCALAR, BLOCK=block,
