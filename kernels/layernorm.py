@@ -129,9 +129,10 @@ def _layernorm_fwd_passes(X, W, B, Y, MEAN, RSTD, row, stride_x, stride_y, n_col
 
 # 16K-wide rows (PASSES) at 16 warps, untuned: on an H200 (session 28, explore71, bf16, bench.timing, three rounds)
 # 16 warps took 70.6, 258.1 and 1,011 us at 4096, 16384 and 65536 x 16384 against 32 warps' 77.3, 285.4 and
-# 1,121-1,160, and every autotuning outside the suite took 16 (1024 x 16384: 24.4 against 26.1 us); but in the
-# norms suite (runs at 1d043c2 and 8e5871a) the autotuner read the first config it timed at 65536 x 16384 12-13%
-# slow, 16 warps' 1,152 us, and once took 32 warps: the bench then read 1,120 us, slower than torch.compile.
+# 1,121-1,160, and every autotuning outside the suite took 16 (1024 x 16384: 24.4 against 26.1 us); but in a
+# process that had run the smaller 16K-wide shapes first (the norms suite at 1d043c2 and 8e5871a) the autotuner
+# read the first config it timed at 65536 x 16384 12-13% slow, 16 warps' 1,152 us, and once took 32 warps: the
+# bench then read 1,120 us, slower than torch.compile (cause not found: explore72-73, session 28).
 @tuned_rows(passes_warps=16)
 @triton.jit
 def _layernorm_fwd_kernel(X, W, B, Y, MEAN, RSTD, stride_x, stride_y, n_rows, n_cols: tl.constexpr, eps,
