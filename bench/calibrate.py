@@ -33,6 +33,21 @@ def _copy_bw(device: str, nbytes: int, cfg: TimingConfig) -> float:
     return 2 * nbytes / (t.summary()[CEILING_QUANTILE] * 1e-3)
 
 
+PROBE_MIB = 32
+
+
+def copy_probe(device: str, cfg: TimingConfig, mib: int = PROBE_MIB) -> dict:
+    """A copy of `mib` MiB into as many, timed as `bench run` times its cases (the same config, L2 flushed):
+    the floor a memory-bound case of that size stands on, on this machine, now. On an H200 (session 29) 32 MiB
+    read 18.4-18.9 us on two leases and 20.0-20.6 on two others of the same model, driver and software, and the
+    norm and softmax forwards of those bytes moved with it, so a run records it (`env.copy_probe`) and `bench
+    compare` names a change of it beside a memory-bound row's verdict."""
+    src = torch.randint(0, 255, (mib * 2**20,), dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    median_ms = time_call(lambda: dst.copy_(src), device, cfg).summary()["median_ms"]
+    return {"mib": mib, "us": round(median_ms * 1e3, 3), "gbps": round(2 * src.numel() / (median_ms * 1e-3) / 1e9, 1)}
+
+
 def _matmul_rate(device: str, dtype: str, n: int, cfg: TimingConfig, layout: str = "nn") -> float:
     """FLOP/s of an n^3 product; layout "nt" / "tn" multiplies by a transposed view (the backward's operands),
     which cuBLAS runs with other kernels. Timed without the L2 flush: a compute ceiling is the rate attained with

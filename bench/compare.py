@@ -106,6 +106,28 @@ def config_change(base: object, cur: object) -> str:
     return "autotuner: " + "; ".join(changes) if changes else ""
 
 
+PROBE_NOTE_MIN = 0.02  # a copy probe that moved less than this between the runs goes unmentioned
+
+
+def _probe_us(row) -> float | None:
+    env = row.get("env")
+    probe = env.get("copy_probe") if isinstance(env, dict) else None
+    us = probe.get("us") if isinstance(probe, dict) else None
+    return float(us) if isinstance(us, (int, float)) and us > 0 else None
+
+
+def probe_change(base, cur) -> str:
+    """"copy probe 18.9->20.4 us (+8%)" for a memory-bound row whose two runs' copy probes (calibrate.copy_probe)
+    differ by PROBE_NOTE_MIN or more: a machine of the same model can read its memory-bound rows that much
+    slower or faster with no change of code; "" otherwise."""
+    if cur.get("bound") != "memory":
+        return ""
+    b, c = _probe_us(base), _probe_us(cur)
+    if b is None or c is None or abs(c / b - 1) < PROBE_NOTE_MIN:
+        return ""
+    return f"copy probe {b:.3g}->{c:.3g} us ({c / b - 1:+.0%})"
+
+
 def compare_frames(base: pd.DataFrame, cur: pd.DataFrame, threshold: float = 0.05, alpha: float = 0.01) -> list[Verdict]:
     b, c = _last(base), _last(cur)
     out: list[Verdict] = []
@@ -136,7 +158,8 @@ def compare_frames(base: pd.DataFrame, cur: pd.DataFrame, threshold: float = 0.0
                 v.verdict, info = judge_pair(bs, cs, threshold, alpha)
                 for k, val in info.items():
                     setattr(v, k, val)
-                v.note = config_change(br.get("kernel_configs"), cr.get("kernel_configs"))
+                notes = (config_change(br.get("kernel_configs"), cr.get("kernel_configs")), probe_change(br, cr))
+                v.note = "; ".join(n for n in notes if n)
         out.append(v)
     return out
 

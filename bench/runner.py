@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Callable
 
 from bench import registry, roofline
-from bench.execute import Case
+from bench.execute import Case, first_line
 from bench.results import COLUMNS, Writer, device_name, git_sha, point_key, read_rows
 from bench.timing import TimingConfig, wall_clock
 
 WORKER_START_TIMEOUT_S = 300.0
+PROBE_TIMEOUT_S = 120.0  # the copy probe: seconds at most, unless the device hangs
 
 
 class RunInterrupted(Exception):
@@ -105,6 +106,14 @@ def _worker_main(conn, device: str, timing: TimingConfig, seed: int, check: bool
             from bench import calibrate
 
             conn.send(("calibrated", calibrate.measure(device, quick=True, log=lambda s: None)))
+            continue
+        if msg[0] == "probe":
+            from bench import calibrate
+
+            try:
+                conn.send(("probe", calibrate.copy_probe(device, timing)))
+            except Exception as e:  # out of memory, a broken device: the run goes on without it
+                conn.send(("probe", {"error": f"{type(e).__name__}: {first_line(e)}"}))
             continue
         _, idx, case = msg
         conn.send(("start", idx))
@@ -198,6 +207,20 @@ class Runner:
             msg = worker.recv(600)
             if msg and msg[0] == "calibrated":
                 self.spec = roofline.store_quick_calibration(msg[1], name, self.env.get("driver"))
+        if self.opts.device == "cuda" and self.opts.timing.flush_l2:
+            self._probe(worker)
+
+    def _probe(self, worker: _WorkerHandle) -> None:
+        """The run's copy probe (see calibrate.copy_probe) into every row's env, once a run."""
+        worker.conn.send(("probe",))
+        msg = worker.recv(PROBE_TIMEOUT_S)
+        probe = msg[1] if msg and msg[0] == "probe" else {"error": "no answer from the worker"}
+        self.env = {**self.env, "copy_probe": probe}
+        if "us" in probe:
+            self.log(f"copy probe: {probe['mib']} MiB into {probe['mib']} MiB in {probe['us']:.2f} us "
+                     f"({probe['gbps']:,.0f} GB/s)")
+        else:
+            self.log(f"copy probe failed: {probe['error']}")
 
     def _row(self, p: Planned, measured: dict) -> dict:
         c = p.case

@@ -353,6 +353,18 @@ def overview(df: pd.DataFrame) -> list[dict]:
     return out
 
 
+def copy_probes(g: pd.DataFrame) -> list[str]:
+    """One line per run of a machine's rows that recorded a copy probe (bench.calibrate.copy_probe)."""
+    lines = []
+    for run, rg in g.groupby("run_id", sort=True) if "run_id" in g.columns else ():
+        env = next((e for e in rg["env"] if isinstance(e, dict)), {}) or {}
+        probe = env.get("copy_probe")
+        if isinstance(probe, dict) and probe.get("us"):
+            lines.append(f"copy probe, run {run}: {probe['mib']} MiB into {probe['mib']} MiB in {probe['us']:.2f} us "
+                         f"({probe['gbps']:,.0f} GB/s)")
+    return lines
+
+
 def machines(df: pd.DataFrame) -> list[dict]:
     out = []
     for device, g in df.groupby("device", sort=True):
@@ -363,6 +375,8 @@ def machines(df: pd.DataFrame) -> list[dict]:
         bw = g["peak_gbps"].dropna()
         if len(bw):
             ceilings.insert(0, f"memory: {bw.iloc[0]:,.0f} GB/s")
+        at = 1 if len(bw) else 0  # after the memory ceiling
+        ceilings[at:at] = copy_probes(g)
         times = pd.to_datetime(g["time"], errors="coerce").dropna()
         span = (times.max() - times.min()).total_seconds() if len(times) else None
         out.append({

@@ -161,3 +161,21 @@ def test_note_names_what_the_autotuner_chose_differently(tmp_path):
     assert v["a"].verdict == "slower" and v["a"].note == "autotuner: _k warps 4->8"
     assert v["b"].note == "autotuner: _k SPLIT none->True"
     assert v["c"].note == ""
+
+
+def test_note_names_a_moved_copy_probe_on_memory_bound_rows(tmp_path):
+    """Where the two runs' copy probes differ by 2% or more, a memory-bound row says by how much; a compute-bound
+    row, a probe that moved less, and a side without one say nothing."""
+    rng = np.random.default_rng(4)
+    probe = lambda us: {"env": {"copy_probe": {"mib": 32, "us": us, "gbps": 3500.0}}}  # noqa: E731
+    base = [dict(row(i, draw(rng)), bound=bound, **probe(18.9)) for i, bound in
+            (("mem", "memory"), ("cmp", "compute"), ("small", "memory"), ("none", "memory"))]
+    cur = [dict(row("mem", draw(rng, 1.08)), bound="memory", **probe(20.4)),
+           dict(row("cmp", draw(rng, 1.08)), bound="compute", **probe(20.4)),
+           dict(row("small", draw(rng)), bound="memory", **probe(19.1)),
+           dict(row("none", draw(rng)), bound="memory")]
+    v = verdicts(tmp_path, base, cur)
+    assert v["mem"].note == "copy probe 18.9->20.4 us (+8%)"
+    assert v["cmp"].note == "" and v["small"].note == "" and v["none"].note == ""
+    both = compare.probe_change(dict(bound="memory", **probe(20.0)), dict(bound="memory", **probe(18.0)))
+    assert both == "copy probe 20->18 us (-10%)"

@@ -267,3 +267,18 @@ def test_speedups_fall_back_to_an_impl_that_ran_and_ticks_name_only_the_axes_tha
     # nothing shared, or one point: the whole point names each tick
     assert _varying_labels([{"a": 1, "b": 2}, {"a": 2, "b": 3}]) == ("", ["a=1,b=2", "a=2,b=3"])
     assert _varying_labels([{"a": 1, "b": 2}]) == ("", ["a=1,b=2"])
+
+
+def test_machines_list_each_runs_copy_probe(tmp_path):
+    """A run that recorded a copy probe (bench.calibrate.copy_probe) shows it under its machine's ceilings, one line
+    a run; a run without one adds nothing."""
+    probed = [dict(r, env={**r["env"], "copy_probe": {"mib": 32, "us": 18.9, "gbps": 3550.6}})
+              for r in fixture_rows(run="run-a") if "env" in r]
+    other = [dict(r, dtype="fp32", env={**r["env"], "copy_probe": {"mib": 32, "us": 20.4, "gbps": 3289.5}})
+             for r in fixture_rows(run="run-b", scale=1.1) if "env" in r]  # other cases: both runs are shown
+    page = render([str(write(tmp_path / "a.jsonl", probed)), str(write(tmp_path / "b.jsonl", other))],
+                  tmp_path / "out").read_text()
+    assert "copy probe, run run-a: 32 MiB into 32 MiB in 18.90 us (3,551 GB/s)" in page
+    assert "copy probe, run run-b: 32 MiB into 32 MiB in 20.40 us (3,290 GB/s)" in page
+    bare = render([str(write(tmp_path / "c.jsonl", fixture_rows()))], tmp_path / "out2").read_text()
+    assert "copy probe" not in bare
