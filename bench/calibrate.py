@@ -39,7 +39,7 @@ PROBE_MIB = 32
 def copy_probe(device: str, cfg: TimingConfig, mib: int = PROBE_MIB) -> dict:
     """A copy of `mib` MiB into as many, timed as `bench run` times its cases (the same config, L2 flushed):
     the floor a memory-bound case of that size stands on, on this machine, now. On an H200 (session 29) 32 MiB
-    read 18.4-18.9 us on two leases and 20.0-20.6 on two others of the same model, driver and software, and the
+    read 18.4-19.0 us on two leases and 20.0-20.6 on two others of the same model, driver and software, and the
     norm and softmax forwards of those bytes moved with it, so a run records it (`env.copy_probe`) and `bench
     compare` names a change of it beside a memory-bound row's verdict."""
     src = torch.randint(0, 255, (mib * 2**20,), dtype=torch.uint8, device=device)
