@@ -21,15 +21,16 @@ def suites(tmp_path, impls, ns=(8, 16), name="s"):
     return p
 
 
-def env():
+def env(**extra):
     e = os.environ.copy()
     e["BENCH_PLUGINS"] = "fault_impls"
+    e.update(extra)
     return e
 
 
-def bench(*args, timeout=300):
+def bench(*args, timeout=300, **extra_env):
     return subprocess.run([sys.executable, "-m", "bench.cli", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, env=env())
+                          timeout=timeout, env=env(**extra_env))
 
 
 def run_suite(tmp_path, impls, *extra, ns=(8, 16)):
@@ -91,27 +92,36 @@ def test_isolate_runs_each_point_in_its_own_worker(tmp_path):
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupt_keeps_rows_and_resume_finishes_without_duplicates(tmp_path, sig):
     ns = list(range(1, 13))
-    path = suites(tmp_path, ["slow"], ns)
-    out = tmp_path / "r.jsonl"
+    path = suites(tmp_path, ["gated"], ns)
+    out, gate = tmp_path / "r.jsonl", tmp_path / "gate"
     args = [sys.executable, "-m", "bench.cli", "run", "s", "--suites", str(path), "--device", "cpu", "--out", str(out),
             "--quick-timing", "--no-report"]
-    proc = subprocess.Popen(args, cwd=ROOT, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        if out.exists() and len(out.read_text().splitlines()) >= 3:
-            break
-        time.sleep(0.05)
-    proc.send_signal(sig)
-    stdout, stderr = proc.communicate(timeout=60)
+    # points past n = 3 wait for the gate, which opens only for the resume: the run is mid-point when the signal
+    # comes (once, with an ungated impl and the test's polling starved on a loaded 2-core machine, the whole run
+    # had finished first and exited 0)
+    proc = subprocess.Popen(args, cwd=ROOT, env=env(BENCH_TEST_GATE=str(gate)), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            if out.exists() and len(out.read_text().splitlines()) >= 3:
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, "the run ended before the signal"
+        proc.send_signal(sig)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
     assert proc.returncode == 130, stderr
     assert "--resume" in stderr
     first = results.read_rows(out)
-    assert 3 <= len(first) < len(ns)
+    assert len(first) == 3
+    gate.touch()
     assert all(r["status"] == "ok" for r in first)
     partial = bench("report", str(out), "-o", str(tmp_path / "partial"))  # the partial run renders
     assert partial.returncode == 0 and (tmp_path / "partial" / "index.html").exists(), partial.stderr
     resumed = bench("run", "s", "--suites", str(path), "--device", "cpu", "--out", str(out), "--quick-timing",
-                    "--no-report", "--resume")
+                    "--no-report", "--resume", BENCH_TEST_GATE=str(gate))
     assert resumed.returncode == 0, resumed.stderr
     assert f"{len(first)} rows already there" in resumed.stdout
     rows = results.read_rows(out)
