@@ -97,8 +97,8 @@ def test_interrupt_keeps_rows_and_resume_finishes_without_duplicates(tmp_path, s
     args = [sys.executable, "-m", "bench.cli", "run", "s", "--suites", str(path), "--device", "cpu", "--out", str(out),
             "--quick-timing", "--no-report"]
     # points past n = 3 wait for the gate, which opens only for the resume: the run is mid-point when the signal
-    # comes (once, with an ungated impl and the test's polling starved on a loaded 2-core machine, the whole run
-    # had finished first and exited 0)
+    # comes. Once, ungated, under `pytest -n 2` on 2 cores, the run exited 0 with nothing on stderr, most likely
+    # having finished before the signal; gated, a run that ignored the signal would time out here instead
     proc = subprocess.Popen(args, cwd=ROOT, env=env(BENCH_TEST_GATE=str(gate)), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
