@@ -26,11 +26,15 @@ CAL_TIMING = TimingConfig(warmup_min_ms=100, warmup_max_ms=3000, min_samples=10,
 CEILING_QUANTILE = "p20_ms"
 
 
-def _copy_bw(device: str, nbytes: int, cfg: TimingConfig) -> float:
+def _copy_timing(device: str, nbytes: int, cfg: TimingConfig) -> dict:
+    """The timing summary of copying `nbytes` into as many."""
     src = torch.randint(0, 255, (nbytes,), dtype=torch.uint8, device=device)
     dst = torch.empty_like(src)
-    t = time_call(lambda: dst.copy_(src), device, cfg)
-    return 2 * nbytes / (t.summary()[CEILING_QUANTILE] * 1e-3)
+    return time_call(lambda: dst.copy_(src), device, cfg).summary()
+
+
+def _copy_bw(device: str, nbytes: int, cfg: TimingConfig) -> float:
+    return 2 * nbytes / (_copy_timing(device, nbytes, cfg)[CEILING_QUANTILE] * 1e-3)
 
 
 PROBE_MIB = 32
@@ -42,10 +46,8 @@ def copy_probe(device: str, cfg: TimingConfig, mib: int = PROBE_MIB) -> dict:
     read 18.4-19.0 us on two leases and 20.0-20.6 on two others of the same model, driver and software, and the
     norm and softmax forwards of those bytes moved with it, so a run records it (`env.copy_probe`) and `bench
     compare` names a change of it beside a memory-bound row's verdict."""
-    src = torch.randint(0, 255, (mib * 2**20,), dtype=torch.uint8, device=device)
-    dst = torch.empty_like(src)
-    median_ms = time_call(lambda: dst.copy_(src), device, cfg).summary()["median_ms"]
-    return {"mib": mib, "us": round(median_ms * 1e3, 3), "gbps": round(2 * src.numel() / (median_ms * 1e-3) / 1e9, 1)}
+    median_ms = _copy_timing(device, mib * 2**20, cfg)["median_ms"]
+    return {"mib": mib, "us": round(median_ms * 1e3, 3), "gbps": round(2 * mib * 2**20 / (median_ms * 1e-3) / 1e9, 1)}
 
 
 def _matmul_rate(device: str, dtype: str, n: int, cfg: TimingConfig, layout: str = "nn") -> float:

@@ -33,15 +33,9 @@ def ok(x):
 
 @faults.impl("slow")
 def slow(x):
-    time.sleep(0.02)
-    return x * 2
-
-
-@faults.impl("gated")
-def gated(x):
-    """As `slow`, but a point with n > 3 waits until the file BENCH_TEST_GATE names exists (when it is set): a run
-    the test interrupts after its first three rows cannot finish before the signal however late the test gets
-    to send it."""
+    """20 ms a call; where BENCH_TEST_GATE is set, a point with n > 3 first waits until the file it names exists:
+    a run the test interrupts after its first three rows cannot finish before the signal however late the test
+    gets to send it."""
     gate = os.environ.get("BENCH_TEST_GATE")
     while gate and x.numel() > 3 and not os.path.exists(gate):
         time.sleep(0.01)

@@ -92,7 +92,7 @@ def test_isolate_runs_each_point_in_its_own_worker(tmp_path):
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupt_keeps_rows_and_resume_finishes_without_duplicates(tmp_path, sig):
     ns = list(range(1, 13))
-    path = suites(tmp_path, ["gated"], ns)
+    path = suites(tmp_path, ["slow"], ns)
     out, gate = tmp_path / "r.jsonl", tmp_path / "gate"
     args = [sys.executable, "-m", "bench.cli", "run", "s", "--suites", str(path), "--device", "cpu", "--out", str(out),
             "--quick-timing", "--no-report"]
