@@ -96,11 +96,14 @@ def test_interrupt_keeps_rows_and_resume_finishes_without_duplicates(tmp_path, s
     out, gate = tmp_path / "r.jsonl", tmp_path / "gate"
     args = [sys.executable, "-m", "bench.cli", "run", "s", "--suites", str(path), "--device", "cpu", "--out", str(out),
             "--quick-timing", "--no-report"]
-    # points past n = 3 wait for the gate, which opens only for the resume: the run is mid-point when the signal
-    # comes. Once, ungated, under `pytest -n 2` on 2 cores, the run exited 0 with nothing on stderr, most likely
-    # having finished before the signal; gated, a run that ignored the signal would time out here instead
+    # Points past n = 3 wait for the gate, which opens only for the resume: the run is mid-point when the signal
+    # comes. The run starts with SIGINT at its default: a process that inherits it ignored keeps it ignored
+    # (Python installs its Ctrl-C handler only over the default), and under `pytest -n 2` the run once exited 0
+    # after the SIGINT (ungated) and once, gated, was still running 60 s after it; which earlier test left the
+    # xdist worker ignoring SIGINT was not found.
     proc = subprocess.Popen(args, cwd=ROOT, env=env(BENCH_TEST_GATE=str(gate)), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.time() + 120
         while time.time() < deadline:
