@@ -65,6 +65,19 @@ def test_softmax_forward_and_backward_one_tile_a_program(x):
                                rtol=1e-4, atol=1e-6)
 
 
+def test_softmax_forward_16k_wide_rows_one_reduction_a_row():
+    """Rows in a 16K block, one a program (as on a GPU): the in-thread groups' (max, sum) merged in one block
+    reduction (_softmax_fwd_row). 10000 columns: the last groups masked, one partly; row 1's first 8193 columns
+    -inf (whole groups of -inf and one group partly -inf, no NaN from inf - inf)."""
+    x = torch.randn(3, 10000, generator=torch.Generator().manual_seed(3)) * 3
+    x[1, :8193] = float("-inf")
+    y = torch.empty_like(x)
+    assert row_block(10000) == (16384, True)
+    launch(SM._softmax_fwd_kernel, x, y, x.stride(0), y.stride(0), 3, 10000, n_rows=3, n_cols=10000, rows=1,
+           SCALAR=False)
+    torch.testing.assert_close(y.double(), torch.softmax(x.double(), -1), rtol=1e-5, atol=1e-9)
+
+
 def _backward(kernel, x, w, dy, stats, stages, n_partials=1, rows_per_program=3, rows=2, chunk=0, **extra):
     """Launch a norm backward with `stages` over programs of rows_per_program rows (several programs, a partial
     last one), rows walked chunk-wide with `chunk`; returns dx and the partial rows summed."""
