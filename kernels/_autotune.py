@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 
 import torch
-import triton
+
+from bench.timing import autotune_bench
 
 # Under the interpreter (tests on CPU) kernels get one small config and no tuning; the interpreter also computes
 # tl.dot on bf16 operands wrongly (rel err ~1e10), so kernels upcast their operands to fp32 there (bf16 products
@@ -23,6 +24,7 @@ def check_dtype(t: torch.Tensor) -> None:
 
 
 def quick_bench(fn, quantiles=None, **_):
-    """Autotuner benchmark: 5 ms warmup, 20 ms of repeats (Triton's default 25 + 100 ms per config multiplies
-    across the dozens of (config, shape, dtype) combinations a suite meets)."""
-    return triton.testing.do_bench(fn, warmup=5, rep=20, quantiles=quantiles)
+    """Autotuner benchmark: the suite's timer, briefly (bench.timing.autotune_bench: device time only, 5 ms
+    warmup, 20 ms of samples; Triton's default 25 + 100 ms per config multiplies across the dozens of (config,
+    shape, dtype) combinations a suite meets)."""
+    return autotune_bench(fn, quantiles=quantiles)

@@ -4,6 +4,8 @@ import time
 import timeit
 import types
 
+import pytest
+
 from bench import timing
 from bench.timing import TimingConfig, median_ci, time_call
 
@@ -156,19 +158,25 @@ class _FakeGPU:
         self.now = max(self.now, self.free)
 
 
-def test_cuda_timer_drops_samples_the_host_was_late_for(monkeypatch):
-    """On the simulated stream a call takes the host 0.3 ms to issue and the device 0.02 ms to run; one call in
-    ten the host stalls 2 ms before launching. Events around a stalled call would time the stall; the timer
-    keeps only calls issued while the spin kernel still held the stream, so every sample reads 0.02 ms."""
+@pytest.fixture
+def gpu(monkeypatch):
+    """bench.timing on the simulated stream (no L2 to flush)."""
     gpu = _FakeGPU()
     monkeypatch.setattr(timing, "time", types.SimpleNamespace(perf_counter=gpu.perf_counter))
     monkeypatch.setattr(timing, "_CYCLES_PER_MS", [gpu.CYCLES_PER_MS])
+    monkeypatch.setattr(timing, "l2_flusher", lambda device: (lambda: None))
     import torch
 
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "synchronize", gpu.synchronize)
     monkeypatch.setattr(torch.cuda, "Event", gpu.event)
     monkeypatch.setattr(torch.cuda, "_sleep", gpu.sleep_cycles)
+    return gpu
+
+
+def stalling_call(gpu):
+    """A call that takes the host 0.3 ms to issue and the device 0.02 ms to run; one call in ten the host stalls
+    2 ms before launching."""
     calls = []
 
     def fn():
@@ -176,9 +184,23 @@ def test_cuda_timer_drops_samples_the_host_was_late_for(monkeypatch):
         gpu.now += 2.0 if len(calls) % 10 == 0 else 0.3  # host: Python, launch overhead, now and then a stall
         gpu.kernel(0.02)
 
+    return fn
+
+
+def test_cuda_timer_drops_samples_the_host_was_late_for(gpu):
+    """On the simulated stream (stalling_call), events around a call would time the host's 0.3 ms, or the
+    stall; the timer keeps only calls issued while the spin kernel still held the stream, so every sample reads
+    0.02 ms."""
     cfg = TimingConfig(flush_l2=False, cuda_graph="never", max_samples=200, warmup_min_ms=5, min_time_ms=1)
-    t = timing.time_cuda(fn, cfg)
+    t = timing.time_cuda(stalling_call(gpu), cfg)
     assert t.method == "cuda_event" and t.n >= 10
     assert all(abs(x - 0.02) < 1e-6 for x in t.samples_ms), sorted(t.samples_ms)[-5:]
     assert t.extra["late_samples"] >= 1  # the stalled calls were seen and dropped
     assert t.extra["launch_bound"]  # 0.3 ms of host time a call against 0.02 of device time
+
+
+def test_autotune_bench_times_the_device_not_the_host(gpu):
+    """The autotuner's benchmark on the same simulated call reads the device's 0.02 ms, median and quantiles
+    (triton.testing.do_bench, its events around the call as the host issues it, would read about 0.3)."""
+    assert timing.autotune_bench(stalling_call(gpu)) == pytest.approx(0.02)
+    assert timing.autotune_bench(stalling_call(gpu), quantiles=(0.5, 0.2, 0.8)) == pytest.approx([0.02] * 3)

@@ -6,7 +6,8 @@ STAGES=1 at 8 warps (7.52 there, STAGES=3 at 4 warps 9.31) and read 7.23 against
 four configs the prune leaves is timed by bench.timing (L2 zeroed before each call) beside torch.compile of the
 eager formula (as the `compile` implementation builds it) and a copy, three rounds in alternation; and the
 autotuner's benchmark (do_bench, 5 ms warmup, 20 ms, its mean) and do_bench's median are taken five times a
-config, to see how far its reading moves.
+config, to see how far its reading moves, and (from 1b0e0e0 on) the library autotuner's own benchmark,
+kernels._autotune.quick_bench.
 
 Run from the repository root: python3 baselines/h200/s30/explore81.py OUT.jsonl   (on a GPU)
                               TRITON_INTERPRET=1 python3 baselines/h200/s30/explore81.py --smoke   (CPU)
@@ -27,6 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirna
 from impls._compile import compile_fresh  # noqa: E402
 from impls.rmsnorm import rmsnorm_eager  # noqa: E402
 from kernels import rmsnorm as RN  # noqa: E402
+from kernels._autotune import quick_bench  # noqa: E402
 from kernels._rows import row_block, row_grid  # noqa: E402
 
 CONFIGS = [(1, 1, 4), (1, 1, 8), (1, 3, 4), (1, 3, 8)]  # (ROWS, STAGES, warps)
@@ -84,8 +86,9 @@ def main(path, smoke):
             fn = forced(r, s, nw)
             mean = triton.testing.do_bench(fn, warmup=5, rep=20) * 1e3
             median = triton.testing.do_bench(fn, warmup=5, rep=20, return_mode="median") * 1e3
+            quick = quick_bench(fn) * 1e3  # the library autotuner's benchmark at this commit
             emit(out, kind="autotune", round=rnd, config=f"ROWS={r} STAGES={s} warps={nw}", mean_us=round(mean, 3),
-                 median_us=round(median, 3))
+                 median_us=round(median, 3), quick_bench_us=round(quick, 3))
 
 
 if __name__ == "__main__":
