@@ -6,7 +6,7 @@ STAGES=1 at 8 warps (7.52 there, STAGES=3 at 4 warps 9.31) and read 7.23 against
 four configs the prune leaves is timed by bench.timing (L2 zeroed before each call) beside torch.compile of the
 eager formula (as the `compile` implementation builds it) and a copy, three rounds in alternation; and the
 autotuner's benchmark (do_bench, 5 ms warmup, 20 ms, its mean) and do_bench's median are taken five times a
-config, to see how far its reading moves, and (from 1b0e0e0 on) the library autotuner's own benchmark,
+config, to see how far its reading moves, and (from 218c1fe on) the library autotuner's own benchmark,
 kernels._autotune.quick_bench.
 
 Run from the repository root: python3 baselines/h200/s30/explore81.py OUT.jsonl   (on a GPU)
