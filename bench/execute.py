@@ -172,8 +172,7 @@ class Worker:
             inputs = comp.make_inputs(case.point, torch_dtype(case.dtype), dev, seed)
             ref = self._reference(comp, case, inputs, seed) if self.check else None
             if dev == "cuda":
-                if self.timing.flush_l2:
-                    l2_flusher(torch.cuda.current_device())
+                l2_flusher(torch.cuda.current_device())  # the autotuners flush with it too, timing flushed or not
                 torch.cuda.synchronize()
                 base_mem = torch.cuda.memory_allocated()
                 torch.cuda.reset_peak_memory_stats()
