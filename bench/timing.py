@@ -287,8 +287,8 @@ def _held_calls(fn, flush, hold_ms: float, n: int, rng, host: list[float]) -> li
 
 
 def autotune_bench(fn: Callable[[], object], quantiles=None, warmup_ms: float = 5.0, rep_ms: float = 20.0):
-    """A short device time of fn, in ms, for Triton's autotuner (its `do_bench`): the median, or the quantiles
-    asked for. Timed as time_cuda times (L2 flushed, the stream held by a spin kernel while the host issues the
+    """A short device time of fn, in ms, for Triton's autotuner (its `do_bench`; the worker installs it for the
+    kernels, kernels._autotune.set_benchmark): the median, or the quantiles asked for. Timed as time_cuda times (L2 flushed, the stream held by a spin kernel while the host issues the
     call, late samples dropped) but briefly: a few warm calls for at least `warmup_ms`, then samples for at least
     `rep_ms` (3 at least), no CUDA graphs. triton.testing.do_bench puts its events around the call while the host
     is still issuing it, so it times the host too: on an H200 (session 30, explore81, rmsnorm forward 1024 x 4096

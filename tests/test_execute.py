@@ -68,3 +68,20 @@ def test_impls_that_write_into_out_are_timed_without_a_check():
             Case("matmul", "eager", "fwd", {"m": 33, "n": 17, "k": 9}, "fp32"))
         assert row["status"] == "ok", row.get("reason")
         assert row["median_ms"] > 0 and ("rel_err" in row) == check
+
+
+def test_a_gpu_worker_has_the_kernels_autotuners_time_with_the_suites_timer(monkeypatch):
+    """kernels/ cannot import bench: a worker on a GPU installs bench.timing.autotune_bench as the autotuners'
+    benchmark (quick_bench then calls it); a CPU worker (the interpreter: no tuning) leaves do_bench in place."""
+    from bench import timing
+    from kernels import _autotune
+
+    monkeypatch.setattr(_autotune, "_benchmark", None)
+    Worker("cpu", TimingConfig.quick())
+    assert _autotune._benchmark is None
+    Worker("cuda", TimingConfig.quick())
+    assert _autotune._benchmark is timing.autotune_bench
+    seen = []
+    monkeypatch.setattr(_autotune, "_benchmark", lambda fn, quantiles=None: seen.append(quantiles) or [1.0, 0.9, 1.1])
+    assert _autotune.quick_bench(lambda: None, quantiles=(0.5, 0.2, 0.8)) == [1.0, 0.9, 1.1]
+    assert seen == [(0.5, 0.2, 0.8)]
