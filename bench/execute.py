@@ -102,10 +102,20 @@ def prepare_call(case: Case, device: str, seed: int = 0) -> Callable[[], Any]:
     if why:
         raise ValueError(f"{case.label} cannot run here: {why}")
     pseed = point_seed(case, seed)
+    tune_with_suite_timer(device)
     with precision(case.dtype):
         fn = impl.build(case.point, case.dtype, device)
         inputs = comp.make_inputs(case.point, torch_dtype(case.dtype), device, pseed)
         return make_timed_call(impl, fn, comp, case.mode, inputs, device, pseed, ())
+
+
+def tune_with_suite_timer(device: str) -> None:
+    """On a GPU, the kernels' autotuners time their candidates with the suite's timer (bench.timing.autotune_bench)
+    instead of triton.testing.do_bench, so a traced or cross-checked case picks as `bench run` does."""
+    if device == "cuda":
+        from kernels import _autotune
+
+        _autotune.set_benchmark(autotune_bench)
 
 
 class Worker:
@@ -116,10 +126,7 @@ class Worker:
         self._ref_key: tuple | None = None
         self._ref: Reference | None = None
         registry.discover()
-        if device == "cuda":  # the kernels' autotuners time candidates with the suite's timer, not do_bench
-            from kernels import _autotune
-
-            _autotune.set_benchmark(autotune_bench)
+        tune_with_suite_timer(device)
 
     def measure(self, case: Case) -> dict:
         row = self._measure_safely(case)
