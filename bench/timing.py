@@ -245,7 +245,23 @@ def time_cuda(fn: Callable[[], object], cfg: TimingConfig, call_range: Callable[
     batch = 5
     why = None
     while why is None:
-        kept, dropped, hold_ms = on_time(_held_calls(fn, flush, hold_ms, batch, rng, host), hold_ms)
+        events = []
+        hold = _spin_cycles(hold_ms)
+        for _ in range(batch):
+            flush()
+            i0 = time.perf_counter()  # the spin cannot start before it is issued: the window opens here
+            torch.cuda._sleep(hold)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            with rng("timed"):
+                start.record()
+                h0 = time.perf_counter()
+                fn()
+                host.append((time.perf_counter() - h0) * 1e3)
+                end.record()
+                issued = (time.perf_counter() - i0) * 1e3
+            events.append((start, end, issued))
+        torch.cuda.synchronize()
+        kept, dropped, hold_ms = on_time([(s.elapsed_time(e), issued) for s, e, issued in events], hold_ms)
         late += dropped
         for x in kept:
             samples.append(x)
@@ -261,63 +277,22 @@ def time_cuda(fn: Callable[[], object], cfg: TimingConfig, call_range: Callable[
     return timing
 
 
-def _held_calls(fn, flush, hold_ms: float, n: int, rng, host: list[float]) -> list[tuple[float, float]]:
-    """`n` calls of fn, each after an L2 flush and a spin kernel holding the stream for hold_ms, timed by events:
-    (device ms, ms from issuing the spin to issuing the end event) each, for on_time; each call's host time is
-    appended to `host`."""
-    import torch
-
-    events = []
-    hold = _spin_cycles(hold_ms)
-    for _ in range(n):
-        flush()
-        i0 = time.perf_counter()  # the spin cannot start before it is issued: the window opens here
-        torch.cuda._sleep(hold)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        with rng("timed"):
-            start.record()
-            h0 = time.perf_counter()
-            fn()
-            host.append((time.perf_counter() - h0) * 1e3)
-            end.record()
-            issued = (time.perf_counter() - i0) * 1e3
-        events.append((start, end, issued))
-    torch.cuda.synchronize()
-    return [(s.elapsed_time(e), issued) for s, e, issued in events]
+# The autotuners' benchmark: time_cuda, briefly. Warm calls for 5 ms, then samples for 20 ms (3 at least; never
+# stopped early by the CI rule), events around each call with the stream held while the host issues it, no graphs.
+AUTOTUNE_TIMING = TimingConfig(warmup_min_ms=5.0, warmup_max_ms=5.0, min_samples=3, min_time_ms=0.0, max_time_s=0.02,
+                               rel_ci_target=-1.0, cuda_graph="never")
 
 
-def autotune_bench(fn: Callable[[], object], quantiles=None, warmup_ms: float = 5.0, rep_ms: float = 20.0):
+def autotune_bench(fn: Callable[[], object], quantiles=None, **_):
     """A short device time of fn, in ms, for Triton's autotuner (its `do_bench`; the worker installs it for the
-    kernels, kernels._autotune.set_benchmark): the median, or the quantiles asked for. Timed as time_cuda times (L2 flushed, the stream held by a spin kernel while the host issues the
-    call, late samples dropped) but briefly: a few warm calls for at least `warmup_ms`, then samples for at least
-    `rep_ms` (3 at least), no CUDA graphs. triton.testing.do_bench puts its events around the call while the host
-    is still issuing it, so it times the host too: on an H200 (session 30, explore81, rmsnorm forward 1024 x 4096
-    bf16) it read 9-25 us, spread over rounds, for configs that bench.timing read at 7.2-8.7, and in the norms
-    suite it ranked a config that read 7.65 us above one that read 7.23."""
+    kernels, kernels._autotune.set_benchmark): the median of time_cuda's samples under AUTOTUNE_TIMING, or the
+    quantiles asked for. triton.testing.do_bench puts its events around the call while the host is still issuing
+    it, so it times the host too: on an H200 (session 30, explore81, rmsnorm forward 1024 x 4096 bf16) it read
+    9-25 us, spread over rounds, for configs that bench.timing read at 7.2-8.7, and in the norms suite it ranked a
+    config that read 7.65 us above one that read 7.23."""
     import numpy as np
-    import torch
 
-    flush = l2_flusher(torch.cuda.current_device())
-    host: list[float] = []
-    started = time.perf_counter()
-    while len(host) < 3 or (time.perf_counter() - started) * 1e3 < warmup_ms:  # the first call compiles
-        flush()
-        h0 = time.perf_counter()
-        fn()
-        host.append((time.perf_counter() - h0) * 1e3)
-        torch.cuda.synchronize()
-    hold_ms = statistics.median(host[-3:]) * 1.5 + 0.02
-    samples: list[float] = []
-    late: list[float] = []
-    started = time.perf_counter()
-    while len(samples) < 3 or (time.perf_counter() - started) * 1e3 < rep_ms:
-        calls = _held_calls(fn, flush, hold_ms, 5, lambda phase: nullcontext(), [])
-        kept, dropped, hold_ms = on_time(calls, hold_ms)
-        samples += kept
-        late += dropped
-        if len(samples) < 3 and (time.perf_counter() - started) * 1e3 > 50 * rep_ms:
-            samples += late  # the host never kept up: the events' time is all there is
-            break
+    samples = time_cuda(fn, AUTOTUNE_TIMING).samples_ms
     if quantiles is None:
         return statistics.median(samples)
     return [float(q) for q in np.quantile(samples, quantiles)]
