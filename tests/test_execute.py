@@ -85,3 +85,27 @@ def test_a_gpu_worker_has_the_kernels_autotuners_time_with_the_suites_timer(monk
     monkeypatch.setattr(_autotune, "_benchmark", lambda fn, quantiles=None: seen.append(quantiles) or [1.0, 0.9, 1.1])
     assert _autotune.quick_bench(lambda: None, quantiles=(0.5, 0.2, 0.8)) == [1.0, 0.9, 1.1]
     assert seen == [(0.5, 0.2, 0.8)]
+
+
+def test_the_allocators_cache_is_returned_at_a_new_point_not_between_implementations(monkeypatch):
+    """Memory returned to the driver and allocated again ran slow for its first ~50 ms on an H200, when a Triton
+    case autotunes: a worker keeps the allocator's cache between the implementations of one point (which also
+    share its reference) and returns it when the point changes, or after a case that failed."""
+    from bench import check
+
+    released, references = [], []
+    monkeypatch.setattr(Worker, "_release", lambda self: released.append(len(references)))
+    real = check.Reference.__init__
+    monkeypatch.setattr(check.Reference, "__init__", lambda self, *a, **k: references.append(1) or real(self, *a, **k))
+    worker = Worker("cpu", TimingConfig.quick())
+    one, two = {"tokens": 7, "dim": 45}, {"tokens": 9, "dim": 45}
+    for impl in ("eager", "builtin"):
+        assert worker.measure(Case("rmsnorm", impl, "fwd", one, "fp32"))["status"] == "ok"
+    assert (released, len(references)) == ([0], 1)  # once, on entering the point, before its reference
+    assert worker.measure(Case("rmsnorm", "eager", "fwd", two, "fp32"))["status"] == "ok"
+    assert (released, len(references)) == ([0, 1], 2)
+    assert worker.measure(Case("rmsnorm", "eager", "fwd", two, "bf16"))["status"] == "ok"  # another dtype
+    assert released == [0, 1, 2]
+    monkeypatch.setattr(check.Reference, "__init__", lambda self, *a, **k: (_ for _ in ()).throw(RuntimeError("x")))
+    assert worker.measure(Case("rmsnorm", "eager", "fwd", one, "fp32"))["status"] == "error"
+    assert released == [0, 1, 2, 3, 3]  # entering the point, then after the failed case
