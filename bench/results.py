@@ -6,6 +6,7 @@ Whole files (reports, caches, exports) go through `atomic_write`. No torch here:
 """
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
@@ -98,8 +99,10 @@ class Writer:
 
 
 def read_rows(path: str | Path, warn: bool = True) -> list[dict]:
+    """The rows of a results file; a name ending in .gz is read through gzip (old baselines are kept so)."""
     rows = []
-    with open(path, encoding="utf-8", errors="replace") as f:
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue

@@ -179,3 +179,21 @@ def test_note_names_a_moved_copy_probe_on_memory_bound_rows(tmp_path):
     assert v["cmp"].note == "" and v["small"].note == "" and v["none"].note == ""
     both = compare.probe_change(dict(bound="memory", **probe(20.0)), dict(bound="memory", **probe(18.0)))
     assert both == "copy probe 20->18 us (-10%)"
+
+
+def test_a_gzipped_baseline_compares_as_the_plain_file(tmp_path):
+    """Old baselines are kept gzipped (baselines/h200/s13..s29): `bench compare` reads `.jsonl.gz` as it reads
+    `.jsonl`, and finds the same slowdown."""
+    import gzip
+    import shutil
+
+    rng = np.random.default_rng(7)
+    b = write(tmp_path / "b.jsonl", [row("a", draw(rng)), row("b", draw(rng))])
+    slow = write(tmp_path / "slow.jsonl", [row("a", draw(rng, 1.3)), row("b", draw(rng))])
+    with open(b, "rb") as src, gzip.open(tmp_path / "b.jsonl.gz", "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    plain = {v.impl: (v.verdict, v.ratio) for v in compare.compare_files([b], [slow])}
+    zipped = {v.impl: (v.verdict, v.ratio) for v in compare.compare_files([tmp_path / "b.jsonl.gz"], [slow])}
+    assert zipped == plain and plain["a"][0] == "slower" and plain["b"][0] == "same"
+    cli = bench("compare", str(tmp_path / "b.jsonl.gz"), str(slow), "--format", "markdown")
+    assert cli.returncode == 1 and "| slower | rmsnorm:a |" in cli.stdout, cli.stdout + cli.stderr
