@@ -152,9 +152,10 @@ class Worker:
         except Exception as e:  # an implementation that raises costs its own row, not the run
             row = {"status": "error", "reason": f"{type(e).__name__}: {first_line(e)}",
                    "traceback": traceback.format_exc(limit=-6)}
-        gc.collect()  # the case's tensors go back to the allocator's cache
         if row["status"] in ("oom", "error"):
             self._release()  # the next case starts from a clean device
+        else:
+            gc.collect()  # the case's tensors go back to the allocator's cache
         return row
 
     def _enter_point(self, case: Case) -> None:
@@ -163,9 +164,9 @@ class Worker:
         their inputs and outputs reuse it. Memory just returned and allocated again ran slow for its first ~50
         ms on an H200 (session 31, explore83: a 2 GiB copy 1.14-1.15 ms against 1.03-1.04 with the cache
         kept), and a Triton case autotunes right then, in its first call: while every case returned its memory,
-        the autotuners read both 65536 x 16384 configs 8-15% slow (explore82), and softmax's forward took 32
+        the autotuners read both 65536 x 16384 configs 5-12% slow (explore82), and softmax's forward took 32
         warps, 1.096 ms in the bench against 16 warps' 1.03."""
-        key = (case.component, case.mode, point_label(case.point), case.dtype, point_seed(case, self.seed))
+        key = (case.component, case.mode, point_label(case.point), case.dtype)
         if key != self._point_key:
             self._ref = None
             self._release()

@@ -106,6 +106,10 @@ def test_the_allocators_cache_is_returned_at_a_new_point_not_between_implementat
     assert (released, len(references)) == ([0, 1], 2)
     assert worker.measure(Case("rmsnorm", "eager", "fwd", two, "bf16"))["status"] == "ok"  # another dtype
     assert released == [0, 1, 2]
-    monkeypatch.setattr(check.Reference, "__init__", lambda self, *a, **k: (_ for _ in ()).throw(RuntimeError("x")))
+
+    def failing(self, *args, **kwargs):
+        raise RuntimeError("reference failed")
+
+    monkeypatch.setattr(check.Reference, "__init__", failing)
     assert worker.measure(Case("rmsnorm", "eager", "fwd", one, "fp32"))["status"] == "error"
     assert released == [0, 1, 2, 3, 3]  # entering the point, then after the failed case
