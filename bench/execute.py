@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import sys
+import time
 import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -118,6 +119,11 @@ def tune_with_suite_timer(device: str) -> None:
         _autotune.set_benchmark(autotune_bench)
 
 
+# The driver clears memory returned to it in the background, taking about a tenth of the bandwidth meanwhile
+# (H200, explore88: 24 GiB in ~60 ms); the worker waits this long a GiB returned, with a margin, before going on.
+CLEAR_MS_PER_GIB = 4.0
+
+
 class Worker:
     """Holds what is worth keeping between cases of one worker: the last point's reference, and the memory the
     allocator has cached while the point stays the same (see _enter_point)."""
@@ -165,7 +171,9 @@ class Worker:
         ms on an H200 (session 31, explore83: a 2 GiB copy 1.14-1.15 ms against 1.03-1.04 with the cache
         kept), and a Triton case autotunes right then, in its first call: while every case returned its memory,
         the autotuners read both 65536 x 16384 configs 5-12% slow (explore82), and softmax's forward took 32
-        warps, 1.096 ms in the bench against 16 warps' 1.03."""
+        warps, 1.096 ms in the bench against 16 warps' 1.03. The cause (session 32): the driver clearing the
+        returned memory in the background; _release now waits it out, so a point's first case, run alone
+        (`--impl triton`, trace, crosscheck), does not tune inside it either."""
         key = (case.component, case.mode, point_label(case.point), case.dtype)
         if key != self._point_key:
             self._ref = None
@@ -173,9 +181,16 @@ class Worker:
             self._point_key = key
 
     def _release(self) -> None:
+        """Return the allocator's cached memory to the driver, then wait while the driver clears it: on an H200
+        (session 32, explore88) a 2 GiB copy ran 11-13% slow for 60 ms after 24 GiB were returned and for 10 ms
+        after 6 GiB, and at full speed from its first call after 24 GiB and 300 ms idle (CLEAR_MS_PER_GIB)."""
         gc.collect()
         if self.device == "cuda":
+            cached = torch.cuda.memory_reserved()
             torch.cuda.empty_cache()
+            returned = cached - torch.cuda.memory_reserved()
+            if returned > 0:
+                time.sleep(returned / 2**30 * CLEAR_MS_PER_GIB / 1e3)
 
     def _reference(self, comp, case: Case, inputs: dict, seed: int) -> Reference:
         """The point's float64 reference, computed by its first case that checks (see _enter_point)."""

@@ -1,4 +1,7 @@
 """What a measured row records about the run itself: here, the config each autotuned Triton kernel ran with."""
+import pytest
+import torch
+
 from bench.execute import Case, Worker
 from bench.timing import TimingConfig
 
@@ -113,3 +116,21 @@ def test_the_allocators_cache_is_returned_at_a_new_point_not_between_implementat
     monkeypatch.setattr(check.Reference, "__init__", failing)
     assert worker.measure(Case("rmsnorm", "eager", "fwd", one, "fp32"))["status"] == "error"
     assert released == [0, 1, 2, 3, 3]  # entering the point, then after the failed case
+
+
+def test_returning_memory_waits_while_the_driver_clears_it(monkeypatch):
+    """The driver clears memory returned to it in the background, slowing what runs meanwhile (H200: 24 GiB,
+    ~60 ms): the worker sleeps in proportion to what it returned, and not at all when nothing was cached."""
+    from bench import execute
+
+    reserved = [30 * 2**30]
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda *a, **k: reserved[0])
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: reserved.__setitem__(0, 6 * 2**30))
+    slept = []
+    monkeypatch.setattr(execute.time, "sleep", slept.append)
+    worker = Worker("cpu", TimingConfig.quick())
+    worker.device = "cuda"  # only _release runs: no CUDA call beyond the two faked ones
+    worker._release()
+    assert slept == [pytest.approx(24 * execute.CLEAR_MS_PER_GIB / 1e3)]
+    worker._release()  # 6 GiB stay reserved (in use): nothing returned, no wait
+    assert len(slept) == 1
