@@ -32,7 +32,10 @@ def _layernorm_fwd_tile(X, W, B, Y, MEAN, RSTD, tile, stride_x, stride_y, n_rows
     unmasked tiles of 512 and 256 columns, with or without eviction hints, were no faster; nor (session 26,
     explore59) a persistent kernel, 4 to 32 programs an SM, each walking its tiles with the next one or two
     loaded into registers while this one is reduced and stored: 17.8 against 17.1 us at 16384 x 768 (compile
-    17.0-17.1, a copy 16.3), 56.0 against 52.3 at 65536 x 768."""
+    17.0-17.1, a copy 16.3), 56.0 against 52.3 at 65536 x 768; nor (session 32, explore86) one reduction instead
+    of two, each 8-element group's (count, mean, M2) taken within its thread and merged across the row: 17.6-17.7
+    against 16.9 us at 16384 x 768, 55.0 against 52.1 at 65536 x 768, 22.4 against 20.5 at 4096 x 4096, 76.1
+    against 68.7 at 16384 x 4096, the same at 65536 x 4096."""
     rows = tile * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK)
     row_ok = rows < n_rows
@@ -98,7 +101,10 @@ def _layernorm_fwd_passes(X, W, B, Y, MEAN, RSTD, row, stride_x, stride_y, n_col
     in L2, and the last with evict_first. Measured on an H200 (session 19, bf16, one kernel against Inductor's,
     both timed by bench.timing): 258 us at 16384 x 16384 against compile's 259 and the whole row in registers'
     276; the row length as a constexpr made the difference (a runtime length: 293 us), the eviction hints
-    3%."""
+    3%. Two passes instead, the mean and variance from the first (each lane's sums of deviations from its own first
+    element, the lanes' (count, mean, M2) merged in one reduction), were no faster with the row length compiled in
+    either (session 32, explore86, bf16, three rounds): 23.5 against 23.4 us at 1024 x 16384, 71.0 against 70.6 at
+    4096, 260.1 against 258.0 at 16384, 1,025-1,030 against 1,011-1,014 at 65536 rows (8 warps: 4-10% slower)."""
     row = row.to(tl.int64)
     x_row = X + row * stride_x
     acc = tl.zeros([C], dtype=tl.float32)

@@ -166,7 +166,10 @@ def _softmax_fwd_rows(X, Y, tile, stride_x, stride_y, n_rows, n_cols, BLOCK: tl.
     """Rows [tile * ROWS, tile * ROWS + ROWS), longer than a block, one at a time: running max and sum, then the
     output (the second pass hits L2). Called once a program when the grid is the tiles: inside a loop over tiles
     (as the pipelined configs need) it took 128 registers and spilled at 16 warps (118 without the loop, sm_90
-    offline), and on an H200 (session 24, explore47, 256 x 65536, bf16) 31.6 us against 25.6."""
+    offline), and on an H200 (session 24, explore47, 256 x 65536, bf16) 31.6 us against 25.6. A 64K-wide bf16
+    row held whole in registers as loaded, x read once, was slower still (session 32, explore87, three rounds):
+    37.3 us at 32 warps (64 registers a thread, 34 spilled) against 25.7 at 256 x 65536, and without spills 30.9
+    against 25.2 at 512 x 32768."""
     for i in range(ROWS):
         row = tile * ROWS + i
         if row < n_rows:
