@@ -62,7 +62,8 @@ def main(path):
         LOG.clear()
         impl = step.split()[-1]
         row = worker.measure(Case("rmsnorm", impl, "fwd", point, "bf16"))
-        emit(out, kind="row", step=step, status=row["status"], median_us=round(row["median_ms"] * 1e3, 3),
+        emit(out, kind="row", step=step, status=row["status"], reason=row.get("reason"),
+             traceback=row.get("traceback"), median_us=round(row.get("median_ms", float("nan")) * 1e3, 3),
              kernel_configs=row.get("kernel_configs"), autotune_ms=row.get("autotune_ms"), bench_calls=list(LOG))
 
 
