@@ -60,7 +60,7 @@ def main(path):
             b = torch.empty_like(a)
             emit(out, kind="copy", median_us=round(time_call(lambda: b.copy_(a), "cuda", AUTOTUNE_TIMING).summary()["median_ms"] * 1e3, 3))
         LOG.clear()
-        impl = step.split()[-1]
+        impl = "triton" if "triton" in step else step
         row = worker.measure(Case("rmsnorm", impl, "fwd", point, "bf16"))
         emit(out, kind="row", step=step, status=row["status"], reason=row.get("reason"),
              traceback=row.get("traceback"), median_us=round(row.get("median_ms", float("nan")) * 1e3, 3),
