@@ -50,11 +50,17 @@ def main(path):
     worker = Worker("cuda", TimingConfig())
     _autotune.set_benchmark(logged_bench)
     point = {"tokens": 4096, "dim": 4096}
-    steps = ["eager", "builtin", "compile", "triton", "triton again", "triton again", "copy then triton"]
+    steps = ["eager", "builtin", "compile", "triton", "triton again", "triton again", "copy then triton",
+             "triton reloaded", "triton again", "triton reloaded"]
     for step in steps:
         if step != "triton":
             for tuner in execute._autotuners():
                 tuner.cache.clear()
+        if step == "triton reloaded":  # the compiled kernels dropped: loaded again from Triton's disk cache
+            for tuner in execute._autotuners():
+                for caches in tuner.fn.device_caches.values():
+                    caches[0].clear()
+                    caches[1].clear()
         if step == "copy then triton":
             a = torch.empty(32 * 2**20, dtype=torch.bfloat16, device="cuda")
             b = torch.empty_like(a)
