@@ -172,8 +172,8 @@ class Worker:
         kept), and a Triton case autotunes right then, in its first call: while every case returned its memory,
         the autotuners read both 65536 x 16384 configs 5-12% slow (explore82), and softmax's forward took 32
         warps, 1.096 ms in the bench against 16 warps' 1.03. The cause (session 32): the driver clearing the
-        returned memory in the background; _release now waits it out, so a point's first case, run alone
-        (`--impl triton`, trace, crosscheck), does not tune inside it either."""
+        returned memory in the background; _release now waits it out, so a point's first call does not run
+        inside it even where no float64 reference is computed first (`--no-check`, `bench trace`)."""
         key = (case.component, case.mode, point_label(case.point), case.dtype)
         if key != self._point_key:
             self._ref = None
