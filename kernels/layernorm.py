@@ -104,7 +104,8 @@ def _layernorm_fwd_passes(X, W, B, Y, MEAN, RSTD, row, stride_x, stride_y, n_col
     3%. Two passes instead, the mean and variance from the first (each lane's sums of deviations from its own first
     element, the lanes' (count, mean, M2) merged in one reduction), were no faster with the row length compiled in
     either (session 32, explore86, bf16, three rounds): 23.5 against 23.4 us at 1024 x 16384, 71.0 against 70.6 at
-    4096, 260.1 against 258.0 at 16384, 1,025-1,030 against 1,011-1,014 at 65536 rows (8 warps: 4-10% slower)."""
+    4096, 260.1 against 258.0 at 16384, 1,025-1,030 against 1,011-1,014 (once 1,092) at 65536 rows (8 warps:
+    4-10% slower)."""
     row = row.to(tl.int64)
     x_row = X + row * stride_x
     acc = tl.zeros([C], dtype=tl.float32)
