@@ -173,7 +173,7 @@ class Worker:
         the autotuners read both 65536 x 16384 configs 5-12% slow (explore82), and softmax's forward took 32
         warps, 1.096 ms in the bench against 16 warps' 1.03. The cause (session 32): the driver clearing the
         returned memory in the background; _release now waits it out, so a point's first call does not run
-        inside it even where no float64 reference is computed first (`--no-check`, `bench trace`)."""
+        inside it even where no float64 reference is computed first (`bench run --no-check`)."""
         key = (case.component, case.mode, point_label(case.point), case.dtype)
         if key != self._point_key:
             self._ref = None
