@@ -166,14 +166,11 @@ class Worker:
 
     def _enter_point(self, case: Case) -> None:
         """At a new point (component, mode, point, dtype), drop the last point's reference and return the memory
-        the allocator has cached to the driver; between the implementations of one point it stays cached, and
-        their inputs and outputs reuse it. Memory just returned and allocated again ran slow for its first ~50
-        ms on an H200 (session 31, explore83: a 2 GiB copy 1.14-1.15 ms against 1.03-1.04 with the cache
-        kept), and a Triton case autotunes right then, in its first call: while every case returned its memory,
-        the autotuners read both 65536 x 16384 configs 5-12% slow (explore82), and softmax's forward took 32
-        warps, 1.096 ms in the bench against 16 warps' 1.03. The cause (session 32): the driver clearing the
-        returned memory in the background; _release now waits it out, so a point's first call does not run
-        inside it even where no float64 reference is computed first (`bench run --no-check`)."""
+        the allocator has cached to the driver (see _release); between the implementations of one point it stays
+        cached and their inputs and outputs reuse it, so only a new point pays the wait. While every case returned
+        its memory, with no wait, a Triton case autotuned in the slow window that follows (H200, session 31,
+        explore82: both 65536 x 16384 configs read 5-12% slow, and softmax's forward took 32 warps, 1.096 ms in
+        the bench against 16 warps' 1.03)."""
         key = (case.component, case.mode, point_label(case.point), case.dtype)
         if key != self._point_key:
             self._ref = None
