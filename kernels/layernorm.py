@@ -228,7 +228,10 @@ def _layernorm_bwd_half(X, W, DY, MEAN, RSTD, DX, dw_ptr, db_ptr, stride_x, stri
     unselected there, and taken as x * rstd - mean * rstd (one FMA an element) instead of (x - mean) * rstd. Both
     on an H200 (session 25, explore51, bf16): 130.3 against 137.3 us at 4096 x 16384, 463 against 492 at
     16384 x 16384, 41.3 against 42.9 at 1024 x 16384 (without the selects alone: 133.5, 478, 41.6). The FMA's
-    rounding error, like that of the mean itself, is of order eps * |mean| * rstd."""
+    rounding error, like that of the mean itself, is of order eps * |mean| * rstd. The one-program loop over a
+    cluster of 2 CTAs (num_ctas=2: half the accumulators a thread, the row read once) does not spill with
+    Triton 3.9 offline, but Triton 3.6 fails to compile it, as it does rmsnorm's ("Result has an invalid
+    layout", "Layout has 4 CTAs per CGA, but the context requires 2 CTAs per CGA"; session 33, explore94)."""
     own = half * HALF + tl.arange(0, HALF)
     other = (1 - half) * HALF + tl.arange(0, HALF)
     own_ok = own < n_cols

@@ -117,7 +117,10 @@ def _span_max_sum(x_ptr, lo, hi, C: tl.constexpr, STAGES: tl.constexpr, SCALAR: 
 @triton.jit
 def _span_softmax(x_ptr, y_ptr, lo, hi, row_max, total, C: tl.constexpr, STAGES: tl.constexpr):
     """y = exp(x - row_max) / total over columns [lo, hi) of one row: the second read of x (evict_first, its
-    last use), times 1 / total (a division an element cost 2-3% at 16K-wide rows, session 24)."""
+    last use), times 1 / total (a division an element cost 2-3% at 16K-wide rows, session 24). y stored
+    evict_first or streaming (.cs) instead, so that L2 keeps x for this read, was no faster (H200, session 33,
+    explore93, bf16, three rounds): 25.79-25.92 us at 256 x 65536 against the library's 25.57 (the same kernel
+    with a plain store: 26.08-26.11), 30.9-31.5 at 64 x 262144 against 31.2-31.5."""
     inv = 1.0 / total
     for start in tl.range(lo, hi, C, num_stages=STAGES):  # STAGES > 1: the next chunks load meanwhile
         cols = start + tl.arange(0, C)
@@ -169,7 +172,9 @@ def _softmax_fwd_rows(X, Y, tile, stride_x, stride_y, n_rows, n_cols, BLOCK: tl.
     offline), and on an H200 (session 24, explore47, 256 x 65536, bf16) 31.6 us against 25.6. A 64K-wide bf16
     row held whole in registers as loaded, x read once, was slower still (session 32, explore87, three rounds):
     37.3 us at 32 warps (64 registers a thread, 34 spilled) against 25.7 at 256 x 65536, and without spills 30.9
-    against 25.2 at 512 x 32768."""
+    against 25.2 at 512 x 32768. Held over a cluster of 2-8 CTAs instead (num_ctas, Hopper), it compiles with
+    Triton 3.9 offline without spills, but Triton 3.6 fails to compile it at every cluster size ("parent layout
+    must have at least rank >= 2", session 33, explore94)."""
     for i in range(ROWS):
         row = tile * ROWS + i
         if row < n_rows:
