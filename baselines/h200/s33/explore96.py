@@ -79,7 +79,8 @@ def main(path, smoke):
         for name, (kernel, fn) in lib.items():
             want = [t.double() for t in fn()]
             calls[f"{name} library"] = fn
-            emit(out, kind="check", shape=[rows, dim], call=f"{name} library", config=[str(c) for c in kernel.cache.values()])
+            emit(out, kind="check", shape=[rows, dim], call=f"{name} library",
+                 config=[str(c) for c in kernel.cache.values()])
             for r, wp, s in by_norm[name]:
                 label = f"{name} ROWS {r}, {wp} warps, STAGES {s}"
                 call = forced(kernel, fn, r, wp, s)
