@@ -211,7 +211,9 @@ def dependent_launch(device: torch.device) -> bool:
     37.7 us at 4096 x 4096, 36.2-36.6 against 37.9-38.7 at 1024 x 16384; layernorm 37.1-37.3 against 38.6-39.5,
     44.1 against 45.6-45.8). Letting it be scheduled from the start of the kernel before (gdc_launch_dependents
     there) was slower at 16K-wide rows (rmsnorm 40.1 us at 1024 x 16384): its waiting programs take the SMs'
-    room."""
+    room. Measured again in session 33 (explore98, bf16, three rounds): at the start 2-7% slower at 4096 x 4096
+    and 1024 x 16384 for layernorm and at 1024 x 16384 for rmsnorm; after the row loop, before the partial rows
+    are stored, within the spread of not at all (rmsnorm 34.43-34.50 against 34.50-34.91 us at 4096 x 4096)."""
     return (DEPENDENT_LAUNCH and not INTERPRETED and device.type == "cuda"
             and torch.cuda.get_device_capability(device)[0] >= 9)
 
