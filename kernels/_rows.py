@@ -110,7 +110,7 @@ def tuned_rows(key: tuple[str, ...] = ("n_cols", "n_rows"), long_stages: bool = 
 def gpu_configs(option: Option | None = None) -> list:
     """Every (ROWS, num_warps, STAGES[, option]) the autotuner may try on a GPU (before `_sensible` prunes them
     per shape). Other pipeline depths did not beat its picks in the norm backwards at 32 MiB (H200, session 33,
-    explore96, bf16): STAGES 2 was 20-50% slower, 4 and 5 no faster at 4096 x 4096, and at 16K-wide rows 4 is
+    explore96, bf16): STAGES 2 was 20-60% slower, 4 and 5 no faster at 4096 x 4096, and at 16K-wide rows 4 is
     over the shared memory."""
     return [triton.Config({"ROWS": r, "STAGES": s, **({option.name: on} if option else {})}, num_warps=w)
             for r in (1, 2, 4, 8, 16) for w in (1, 2, 4, 8, 16, 32) for s in (1, 3)

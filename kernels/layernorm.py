@@ -233,7 +233,7 @@ def _layernorm_bwd_half(X, W, DY, MEAN, RSTD, DX, dw_ptr, db_ptr, stride_x, stri
     Triton 3.9 offline, but Triton 3.6 fails to compile it, as it does rmsnorm's ("Result has an invalid
     layout", "Layout has 4 CTAs per CGA, but the context requires 2 CTAs per CGA"; session 33, explore94). Each
     program reading only its own half and swapping the half-row sums with its partner through global memory
-    (relaxed 64-bit words tagged with the call's epoch, rows r + 2, r + 1 and r in flight) was 28-37% slower
+    (relaxed 64-bit words tagged with the call's epoch, rows r + 2, r + 1 and r in flight) was 26-37% slower
     (H200, session 33, explore97, bf16): 54.4-54.9 against 40.8-40.9 us at 1024 x 16384, 172.5-172.7 against
     131.0-131.3 at 4096 x 16384; a row's sums cross between SMs once a row, and the loop is not pipelined."""
     own = half * HALF + tl.arange(0, HALF)
