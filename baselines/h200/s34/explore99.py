@@ -3,19 +3,26 @@ partial row sums through distributed shared memory (DSMEM), written in Gluon.
 
 explore94 found that Triton 3.6 compiles no row reduction over a cluster (`num_ctas`), and explore97 that
 swapping the sums through global memory between ordinary programs is 26-37% slower than the library. Gluon (in
-Triton 3.6 as triton.experimental.gluon) takes layouts as written: with every tensor replicated over the cluster's
-CTAs (cga_layout [[0]], [[0], [0]]) nothing crosses CTAs behind the code's back, and each CTA picks its share of
-the columns from its rank in the cluster (%cluster_ctarank). A cross-CTA convert_layout lowers to `mapa` in 3.6
-but fails LLVM's verifier (the pointer's address space), so the swap is inline PTX: thread t < CTAS stores this
-CTA's two sums into CTA t's slot through `st.shared::cluster`, the cluster meets at barrier.cluster
-(arrive.release / wait.acquire), and every thread adds the CTAS slots in rank order, so every CTA gets the same
-sums. Slots alternate with the row's parity: a CTA writes a slot again only two rows later, after a barrier its
-partner passed only once done reading it. The next row's x and dy (PREFETCH rows ahead) are loaded into registers
-before the current row's sums are swapped. dw (and db) are written as one fp32 partial row a cluster and summed by
-the library's sum_partials.
+Triton 3.6 as triton.experimental.gluon) takes layouts as written. Each row is a [CTAS, SHARE] tile whose tile row
+k CTA k holds (the layout's CTA basis, cga_layout [[1, 0]] or [[1, 0], [2, 0]]), so the row sums over axis 1 stay
+within a CTA. Two things Triton 3.6 does not do are written around: a reduction across CTAs (an assertion in
+ReduceOpToLLVM) and a cross-CTA convert_layout (it lowers to `mapa` but fails LLVM's verifier on the pointer's
+address space). So the swap is inline PTX: thread t < CTAS stores this CTA's two sums into CTA t's slot through
+`st.shared::cluster`, the cluster meets at barrier.cluster (arrive.release / wait.acquire), and every thread adds
+the CTAS slots in rank order, so every CTA gets the same sums. Slots alternate with the row's parity: a CTA writes
+a slot again only two rows later, after a barrier its partner passed only once done reading it. The cluster meets
+once before the first row, so no CTA writes into one not yet started. The next row's x and dy (PREFETCH rows
+ahead) are loaded into registers before the current row's sums are swapped. dw (and db) are written as one fp32
+partial row a cluster and summed by the library's sum_partials.
+
+The first version (b6d2fb3) held every tensor replicated over the cluster (cga_layout [[0]]) and offset each CTA's
+columns by its rank: Triton then stores a replicated tensor from one CTA only, so half of dx and of the partial
+rows were never written (62 of 72 checks failed). The check now starts every output filled with NaN.
 
 Checked against the library's dx, dw, db, then timed by bench.timing beside it, three rounds in alternation.
-GPU only (Hopper); `--offline` compiles every variant for sm_90a instead and prints registers and spills.
+EXPLORE_NOSWAP=1 also times each variant without the swap (each CTA keeps its own share's sums, so dx is wrong):
+what the exchange costs. EXPLORE_SHAPES / EXPLORE_VARIANTS / EXPLORE_ONLY narrow the run. GPU only (Hopper);
+`--offline` compiles every variant for sm_90a instead and prints registers and spills.
 
 Run from the repository root: python3 baselines/h200/s34/explore99.py OUT.jsonl   (on a GPU)
                               python3 baselines/h200/s34/explore99.py --offline   (no GPU, Triton 3.6)
@@ -42,12 +49,6 @@ from kernels import layernorm as LN  # noqa: E402
 from kernels import rmsnorm as RN  # noqa: E402
 from kernels._autotune import set_benchmark  # noqa: E402
 from kernels._rows import sum_partials  # noqa: E402
-
-
-@gluon.jit
-def _cta_rank():
-    return gl.inline_asm_elementwise("mov.u32 $0, %cluster_ctarank;", "=r", [], dtype=gl.int32, is_pure=True,
-                                     pack=1)
 
 
 @gluon.jit
@@ -122,7 +123,7 @@ def _load_share(X, DY, row, last, cols, ok, stride_x, stride_dy):
 
 @gluon.jit
 def _row_step(x, dy, W, MEAN, RSTD, DX, row, cols, ok, stride_dx, n_cols, dw, db, CTAS: gl.constexpr,
-              LAYER: gl.constexpr):
+              LAYER: gl.constexpr, SWAP: gl.constexpr):
     """dx of one row from x and dy as loaded ([CTAS, SHARE] tiles, CTA k holding tile row k); returns dw and db
     with the row added."""
     rstd = gl.load(RSTD + row)
@@ -136,7 +137,9 @@ def _row_step(x, dy, W, MEAN, RSTD, DX, row, cols, ok, stride_dx, n_cols, dw, db
     s2 = gl.sum(g * xhat, axis=1)  # [CTAS], this CTA's share in its own element
     s1 = gl.sum(g, axis=1) if LAYER else s2
     slot = row % 2
-    if CTAS == 2:
+    if not SWAP:  # timing only: each CTA keeps its own share's sums (dx wrong)
+        pass
+    elif CTAS == 2:
         s1, s2 = _swap2(s1, s2, slot)
     else:
         s1, s2 = _swap4(s1, s2, slot)
@@ -154,7 +157,7 @@ def _row_step(x, dy, W, MEAN, RSTD, DX, row, cols, ok, stride_dx, n_cols, dw, db
 @gluon.jit
 def _norm_bwd_cluster(X, W, DY, MEAN, RSTD, DX, DW_PARTIAL, DB_PARTIAL, stride_x, stride_dy, stride_dx, n_rows,
                       n_cols, rows_per_range, SHARE: gl.constexpr, CTAS: gl.constexpr, WARPS: gl.constexpr,
-                      PREFETCH: gl.constexpr, LAYER: gl.constexpr):
+                      PREFETCH: gl.constexpr, LAYER: gl.constexpr, SWAP: gl.constexpr = True):
     """Cluster c (program_id) takes rows [c * rows_per_range, ...); each row is a [CTAS, SHARE] tile whose row k
     CTA k holds (the layout's CTA basis), so the row sums (axis 1) stay within a CTA and the swap adds them up;
     PREFETCH rows' loads in flight ahead of the row being written."""
@@ -173,13 +176,15 @@ def _norm_bwd_cluster(X, W, DY, MEAN, RSTD, DX, DW_PARTIAL, DB_PARTIAL, stride_x
     if PREFETCH == 1:
         for row in range(first, last):
             xb, dyb = _load_share(X, DY, row + 1, last, cols, ok, stride_x, stride_dy)
-            dw, db = _row_step(xa, dya, W, MEAN, RSTD, DX, row, cols, ok, stride_dx, n_cols, dw, db, CTAS, LAYER)
+            dw, db = _row_step(xa, dya, W, MEAN, RSTD, DX, row, cols, ok, stride_dx, n_cols, dw, db, CTAS, LAYER,
+                               SWAP)
             xa, dya = xb, dyb
     else:
         xb, dyb = _load_share(X, DY, first + 1, last, cols, ok, stride_x, stride_dy)
         for row in range(first, last):
             xc, dyc = _load_share(X, DY, row + 2, last, cols, ok, stride_x, stride_dy)
-            dw, db = _row_step(xa, dya, W, MEAN, RSTD, DX, row, cols, ok, stride_dx, n_cols, dw, db, CTAS, LAYER)
+            dw, db = _row_step(xa, dya, W, MEAN, RSTD, DX, row, cols, ok, stride_dx, n_cols, dw, db, CTAS, LAYER,
+                               SWAP)
             xa, dya = xb, dyb
             xb, dyb = xc, dyc
     gl.store(DW_PARTIAL + cluster.to(gl.int64) * n_cols + cols, dw, mask=ok)
@@ -187,7 +192,7 @@ def _norm_bwd_cluster(X, W, DY, MEAN, RSTD, DX, DW_PARTIAL, DB_PARTIAL, stride_x
         gl.store(DB_PARTIAL + cluster.to(gl.int64) * n_cols + cols, db, mask=ok)
 
 
-def cluster_bwd(dy, x, w, stats, layer, ctas, warps, prefetch, clusters, fill=None):
+def cluster_bwd(dy, x, w, stats, layer, ctas, warps, prefetch, clusters, fill=None, swap=True):
     """dx, dw (, db); with `fill` the outputs start filled with it (a check then sees every element written)."""
     n_rows, n_cols = x.shape
     per = triton.cdiv(n_rows, clusters)
@@ -201,7 +206,7 @@ def cluster_bwd(dy, x, w, stats, layer, ctas, warps, prefetch, clusters, fill=No
     _norm_bwd_cluster[(clusters,)](x, w, dy, mean, rstd, dx, partials[0], partials[-1], x.stride(0), dy.stride(0),
                                    dx.stride(0), n_rows, n_cols, per,
                                    SHARE=triton.next_power_of_2(n_cols) // ctas, CTAS=ctas, WARPS=warps,
-                                   PREFETCH=prefetch, LAYER=layer, num_warps=warps, num_ctas=ctas)
+                                   PREFETCH=prefetch, LAYER=layer, SWAP=swap, num_warps=warps, num_ctas=ctas)
     return (dx, *sum_partials(partials, w.dtype))
 
 
@@ -270,7 +275,11 @@ def main(path):
     emit(out, kind="env", gpu=torch.cuda.get_device_name(), torch=torch.__version__, triton=triton.__version__)
     sms = torch.cuda.get_device_properties(dev).multi_processor_count
     only = os.environ.get("EXPLORE_ONLY")  # e.g. "rmsnorm": one norm
-    for rows, dim in [(1024, 16384), (4096, 16384)]:
+    shapes = [(1024, 16384), (4096, 16384)]
+    if os.environ.get("EXPLORE_SHAPES"):  # e.g. "1024x16384"
+        shapes = [tuple(int(v) for v in s.split("x")) for s in os.environ["EXPLORE_SHAPES"].split(",")]
+    keep = os.environ.get("EXPLORE_VARIANTS")  # e.g. "2,16,1,66;4,8,1,66"
+    for rows, dim in shapes:
         g = torch.Generator(device=dev).manual_seed(0)
         x = (torch.randn(rows, dim, device=dev, generator=g) + 0.5).bfloat16()
         dy = torch.randn(rows, dim, device=dev, generator=g).bfloat16()
@@ -286,7 +295,10 @@ def main(path):
                 continue
             want = [t.double() for t in lib()]
             calls[f"{name} library"] = lib
-            for ctas, warps, prefetch, clusters in variants(sms):
+            tried = variants(sms)
+            if keep:
+                tried = [tuple(int(v) for v in k.split(",")) for k in keep.split(";")]
+            for ctas, warps, prefetch, clusters in tried:
                 label = f"{name} cluster {ctas}, {warps} warps, prefetch {prefetch}, {clusters} clusters"
                 fn = (lambda layer=layer, stats=stats, v=(ctas, warps, prefetch, clusters):
                       cluster_bwd(dy, x, w, stats, layer, *v))
@@ -303,6 +315,10 @@ def main(path):
                 emit(out, kind="check", shape=[rows, dim], call=label, rel_diff_from_library=diffs)
                 if diff < 2e-2:
                     calls[label] = fn
+                    if os.environ.get("EXPLORE_NOSWAP"):  # the same without the swap: what the exchange costs
+                        calls[label + ", no swap (dx wrong)"] = (
+                            lambda layer=layer, stats=stats, v=(ctas, warps, prefetch, clusters):
+                            cluster_bwd(dy, x, w, stats, layer, *v, swap=False))
         for rnd in range(3):
             for name, fn in calls.items():
                 t = time_call(fn, dev, TimingConfig())
