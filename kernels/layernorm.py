@@ -235,7 +235,12 @@ def _layernorm_bwd_half(X, W, DY, MEAN, RSTD, DX, dw_ptr, db_ptr, stride_x, stri
     program reading only its own half and swapping the half-row sums with its partner through global memory
     (relaxed 64-bit words tagged with the call's epoch, rows r + 2, r + 1 and r in flight) was 26-37% slower
     (H200, session 33, explore97, bf16): 54.4-54.9 against 40.8-40.9 us at 1024 x 16384, 172.5-172.7 against
-    131.0-131.3 at 4096 x 16384; a row's sums cross between SMs once a row, and the loop is not pipelined."""
+    131.0-131.3 at 4096 x 16384; a row's sums cross between SMs once a row, and the loop is not pipelined.
+    Written in Gluon over a cluster of 2 CTAs, each holding its half in registers and swapping the sums through
+    distributed shared memory (inline PTX: st.shared::cluster, barrier.cluster; one row loaded ahead), it is
+    correct and still slower (H200, session 34, explore99, bf16): 50.9-51.2 against 41.2-41.3 us at 1024 x 16384,
+    153.8-154.0 against 130.2-130.9 at 4096 x 16384 (rmsnorm's the same way 45.7-46.2 against 37.0-37.7); without
+    the swap it ties this kernel (40.5-41.0), so the cluster barrier a row costs the difference."""
     own = half * HALF + tl.arange(0, HALF)
     other = (1 - half) * HALF + tl.arange(0, HALF)
     own_ok = own < n_cols
