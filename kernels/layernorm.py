@@ -242,8 +242,8 @@ def _layernorm_bwd_half(X, W, DY, MEAN, RSTD, DX, dw_ptr, db_ptr, stride_x, stri
     153.8-154.0 against 130.2-130.9 at 4096 x 16384 (rmsnorm's the same way 45.7-46.2 against 37.0-37.7); without
     the swap it ties this kernel (40.5-41.0), so the cluster barrier a row costs the difference. Overlapping it
     with the next row (explore100: publish row i's sums, then collect row i - 1's) was no faster (52.5-53.1 us);
-    the barrier's release waits for the row's dx stores (5-6 us of it), and a relaxed arrive, racy, still took
-    47.7-48.0."""
+    its arrive's release took 5-6 us of it (most likely waiting for the row's dx stores), and a relaxed arrive,
+    racy, still took 47.7-48.0."""
     own = half * HALF + tl.arange(0, HALF)
     other = (1 - half) * HALF + tl.arange(0, HALF)
     own_ok = own < n_cols
