@@ -18,11 +18,8 @@ also runs each 2-CTA variant with a relaxed arrive (timing only: see _exchange2_
 """
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 
 import torch
@@ -35,7 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirna
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bench.timing import TimingConfig, autotune_bench, time_call  # noqa: E402
-from explore99 import _cluster_sync, _load_share  # noqa: E402
+from explore99 import SIGNATURE, _cluster_sync, _load_share, compile_report, emit  # noqa: E402
 from kernels import layernorm as LN  # noqa: E402
 from kernels import rmsnorm as RN  # noqa: E402
 from kernels._autotune import set_benchmark  # noqa: E402
@@ -241,44 +238,11 @@ VARIANTS = [(2, 16, 1, 66), (2, 32, 1, 66), (2, 16, 2, 66), (4, 8, 1, 66), (4, 8
             (4, 16, 2, 33), (4, 8, 2, 33)]
 
 
-def emit(out, **row):
-    row["t"] = round(time.time() - T0, 1)
-    print(json.dumps(row), flush=True)
-    if out is not None:
-        out.write(json.dumps(row) + "\n")
-        out.flush()
-
-
 def offline():
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-
-    sig = {"X": "*bf16", "W": "*bf16", "DY": "*bf16", "MEAN": "*fp32", "RSTD": "*fp32", "DX": "*bf16",
-           "DW_PARTIAL": "*fp32", "DB_PARTIAL": "*fp32", "stride_x": "i32", "stride_dy": "i32", "stride_dx": "i32",
-           "n_rows": "i32", "n_cols": "i32", "rows_per_range": "i32", "SHARE": "constexpr", "CTAS": "constexpr",
-           "WARPS": "constexpr", "PREFETCH": "constexpr", "LAYER": "constexpr"}
-    attrs = {(i,): [["tt.divisibility", 16]] for i, (n, k) in enumerate(sig.items())
+    attrs = {(i,): [["tt.divisibility", 16]] for i, (n, k) in enumerate(SIGNATURE.items())
              if k.startswith("*") or n in ("stride_x", "stride_dy", "stride_dx", "n_cols")}
-    ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
-    print(f"triton {triton.__version__}, sm_90a")
-    for layer in (False, True):
-        for ctas, warps, prefetch in sorted({v[:3] for v in VARIANTS}):
-            consts = {"SHARE": 16384 // ctas, "CTAS": ctas, "WARPS": warps, "PREFETCH": prefetch, "LAYER": layer}
-            src = GluonASTSource(fn=_norm_bwd_overlap, signature=sig, constexprs=consts, attrs=attrs)
-            label = f"{'layernorm' if layer else 'rmsnorm'} {ctas} CTAs, {warps} warps, prefetch {prefetch}"
-            try:
-                k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps,
-                                                                                    "num_ctas": ctas})
-            except Exception as e:
-                print(label, "fails:", type(e).__name__, str(e)[:1500])
-                continue
-            with tempfile.TemporaryDirectory() as tmp:
-                with open(os.path.join(tmp, "k.ptx"), "w") as f:
-                    f.write(k.asm["ptx"])
-                log = subprocess.run([ptxas, "-arch=sm_90a", "-v", os.path.join(tmp, "k.ptx"), "-o",
-                                      os.path.join(tmp, "k.o")], capture_output=True, text=True).stderr
-            info = [ln.split(":", 1)[-1].strip() for ln in log.splitlines() if "registers" in ln or "spill" in ln]
-            print(label + ":", "; ".join(info), "| cluster" if ".reqnctapercluster" in k.asm["ptx"] else "")
+    compile_report(_norm_bwd_overlap, attrs,
+                   [(layer, *v) for layer in (False, True) for v in sorted({v[:3] for v in VARIANTS})])
 
 
 def main(path):
