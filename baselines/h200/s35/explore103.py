@@ -1,0 +1,220 @@
+"""Session 35: explore101's ring without holding a tile in registers. The rmsnorm backward only (layernorm's dw
+and db would not both fit in shared memory beside two 16K-wide slots).
+
+explore101 read a whole tile into registers (at 16K-wide rows 64 fp32 values a thread a tensor at 8 warps), and
+its 16K-wide variants spilled. Here a tile is read from its slot in CHUNK-column pieces twice: once to sum
+g * xhat over the row (the products accumulated chunk-shaped, reduced once a tile), once to write dx and add
+dy * xhat into this program's dw partial row, which lives in shared memory (fp32). The slot is released after
+the second pass. TMA into 128-byte-swizzled [rows, dim / 64, 64] slots, as explore102's swizzled variant.
+
+Checked against the library (outputs pre-filled with NaN) and timed by bench.timing beside it, three rounds.
+`--offline` compiles every variant for sm_90a (no GPU).
+
+Run from the repository root: python3 baselines/h200/s35/explore103.py OUT.jsonl   (on a GPU)
+                              python3 baselines/h200/s35/explore103.py --offline   (no GPU, Triton 3.6)
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+
+import torch
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import explore101 as E  # noqa: E402
+
+INNER = 64  # a box row: 128 bytes of bf16, the 128-byte swizzle's span
+
+
+@gluon.jit
+def _issue(x_desc, dy_desc, xs, dys, bars, slot, tile, n_tiles, ROWS: gl.constexpr):
+    ok = tile < n_tiles
+    bar = bars.index(slot)
+    mbarrier.expect(bar, x_desc.block_type.nbytes + dy_desc.block_type.nbytes, pred=ok)
+    tma.async_copy_global_to_shared(x_desc, [tile * ROWS, 0, 0], bar, xs.index(slot), pred=ok)
+    tma.async_copy_global_to_shared(dy_desc, [tile * ROWS, 0, 0], bar, dys.index(slot), pred=ok)
+
+
+@gluon.jit
+def _rmsnorm_bwd_chunks(x_desc, dy_desc, W, RSTD, DX, DW_PARTIAL, stride_dx, n_rows, n_cols, ROWS: gl.constexpr,
+                        K: gl.constexpr, CK: gl.constexpr, WARPS: gl.constexpr, STAGES: gl.constexpr):
+    """Tiles pid, pid + P, ... of ROWS rows ([ROWS, K, 64] slots), read CK box rows at a time, twice."""
+    L: gl.constexpr = gl.BlockedLayout([1, 1, 8], [1, 4, 8], [1, WARPS, 1], [2, 1, 0])
+    LR: gl.constexpr = gl.SliceLayout(1, gl.SliceLayout(2, L))  # [ROWS]
+    LC: gl.constexpr = gl.SliceLayout(0, L)  # [CK, 64]
+    flat: gl.constexpr = gl.SwizzledSharedLayout(vec=4, per_phase=1, max_phase=1, order=[1, 0])
+    pid = gl.program_id(0)
+    programs = gl.num_programs(0)
+    n_tiles = gl.cdiv(n_rows, ROWS)
+    xs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, ROWS, K, 64], x_desc.layout)
+    dys = gl.allocate_shared_memory(gl.bfloat16, [STAGES, ROWS, K, 64], dy_desc.layout)
+    dws = gl.allocate_shared_memory(gl.float32, [K, 64], flat)
+    bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for s in gl.static_range(STAGES):
+        mbarrier.init(bars.index(s), count=1)
+    fence_async_shared()
+    for s in gl.static_range(STAGES):
+        _issue(x_desc, dy_desc, xs, dys, bars, s, pid + s * programs, n_tiles, ROWS)
+    cols = (gl.arange(0, CK, layout=gl.SliceLayout(1, LC))[:, None] * 64
+            + gl.arange(0, 64, layout=gl.SliceLayout(0, LC))[None, :])  # [CK, 64], chunk 0
+    for c in gl.static_range(K // CK):
+        dws.slice(c * CK, CK, dim=0).store(gl.zeros([CK, 64], gl.float32, LC))
+    i = 0
+    for tile in range(pid, n_tiles, programs):
+        slot = i % STAGES
+        mbarrier.wait(bars.index(slot), (i // STAGES) & 1)
+        xt = xs.index(slot)
+        dyt = dys.index(slot)
+        rows = tile * ROWS + gl.arange(0, ROWS, layout=LR)
+        row_ok = rows < n_rows
+        rstd = gl.load(RSTD + rows, mask=row_ok, other=0.0)[:, None, None]
+        acc = gl.zeros([ROWS, CK, 64], gl.float32, L)
+        for c in gl.static_range(K // CK):
+            x = xt.slice(c * CK, CK, dim=1).load(L).to(gl.float32)
+            dy = dyt.slice(c * CK, CK, dim=1).load(L).to(gl.float32)
+            w = gl.load(W + c * CK * 64 + cols).to(gl.float32)
+            acc += dy * w[None, :, :] * x
+        c2 = gl.sum(gl.sum(acc, axis=2), axis=1) * rstd_scale(rstd) / n_cols  # [ROWS]: sum(g * xhat) / dim
+        for c in gl.static_range(K // CK):
+            xhat = xt.slice(c * CK, CK, dim=1).load(L).to(gl.float32) * rstd
+            dy = dyt.slice(c * CK, CK, dim=1).load(L).to(gl.float32)
+            w = gl.load(W + c * CK * 64 + cols).to(gl.float32)
+            dx = rstd * (dy * w[None, :, :] - xhat * c2[:, None, None])
+            offs = rows.to(gl.int64)[:, None, None] * stride_dx + (c * CK * 64 + cols)[None, :, :]
+            gl.store(DX + offs, dx.to(DX.dtype.element_ty), mask=row_ok[:, None, None])
+            dwc = dws.slice(c * CK, CK, dim=0)
+            dwc.store(dwc.load(LC) + gl.sum(dy * xhat, axis=0))
+        gl.thread_barrier()  # every warp is done with the slot: the TMA may refill it
+        fence_async_shared()
+        _issue(x_desc, dy_desc, xs, dys, bars, slot, tile + STAGES * programs, n_tiles, ROWS)
+        i += 1
+    for s in gl.static_range(STAGES):
+        mbarrier.invalidate(bars.index(s))
+    for c in gl.static_range(K // CK):
+        gl.store(DW_PARTIAL + pid.to(gl.int64) * n_cols + c * CK * 64 + cols, dws.slice(c * CK, CK, dim=0).load(LC))
+
+
+@gluon.jit
+def rstd_scale(rstd):
+    """rstd [ROWS, 1, 1] as [ROWS]: the sum was taken over x, not xhat."""
+    return gl.sum(gl.sum(rstd, axis=2), axis=1)
+
+
+def tma_layout():
+    return gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=3)
+
+
+def chunks_bwd(dy, x, w, rstd, rows_per_tile, warps, stages, ck, fill=None, programs=None):
+    n_rows, n_cols = x.shape
+    k = n_cols // INNER
+    programs = min(programs or torch.cuda.get_device_properties(x.device).multi_processor_count,
+                   triton.cdiv(n_rows, rows_per_tile))
+    dx = torch.empty_like(x)
+    partials = torch.empty(1, programs, n_cols, dtype=torch.float32, device=x.device)
+    if fill is not None:
+        dx.fill_(fill)
+        partials.fill_(fill)
+    block = [rows_per_tile, k, INNER]
+    descs = [gluon.nvidia.hopper.TensorDescriptor(t.view(n_rows, k, INNER), [n_rows, k, INNER],
+                                                  [t.stride(0), INNER, 1], block, tma_layout()) for t in (x, dy)]
+    _rmsnorm_bwd_chunks[(programs,)](*descs, w, rstd, dx, partials[0], dx.stride(0), n_rows, n_cols,
+                                     ROWS=rows_per_tile, K=k, CK=ck, WARPS=warps, STAGES=stages, num_warps=warps)
+    return dx, E.sum_partials(partials, w.dtype)[0]
+
+
+def variants(dim):
+    """(rows a tile, warps, stages, chunk of box rows): 64 KB tiles, two or three slots where they fit beside
+    the dw row, chunks of 2K or 4K columns a pass."""
+    rows = max(1, 16384 // dim)
+    out = []
+    for stages in (2, 3):
+        if stages * 64 + dim * 4 // 1024 > 220:
+            continue
+        for warps in (8, 16):
+            for ck in (32, 64):
+                if ck <= dim // INNER and ck * 64 * rows // (32 * warps) <= 32:
+                    out.append((rows, warps, stages, ck))
+    return out
+
+
+def offline():
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
+    print(f"triton {triton.__version__}, sm_90a")
+    for dim in (4096, 16384):
+        for rows, warps, stages, ck in variants(dim):
+            k = dim // INNER
+            desc = f"tensordesc<bf16[{rows},{k},{INNER}],{tma_layout()!r}>"
+            sig = {"x_desc": desc, "dy_desc": desc, "W": "*bf16", "RSTD": "*fp32", "DX": "*bf16",
+                   "DW_PARTIAL": "*fp32", "stride_dx": "i32", "n_rows": "i32", "n_cols": "i32"}
+            consts = {"ROWS": rows, "K": k, "CK": ck, "WARPS": warps, "STAGES": stages}
+            sig.update(dict.fromkeys(consts, "constexpr"))
+            names = list(sig)
+            attrs = {(names.index(n),): [["tt.divisibility", 16]]
+                     for n in names if sig[n].startswith("*") or n in ("stride_dx", "n_cols")}
+            label = f"rmsnorm dim {dim}: {rows} rows, {warps} warps, {stages} stages, chunks of {ck} box rows"
+            src = GluonASTSource(fn=_rmsnorm_bwd_chunks, signature=sig, constexprs=consts, attrs=attrs)
+            try:
+                kern = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
+            except Exception as e:
+                print(label, "fails:", type(e).__name__, str(e)[:3000])
+                continue
+            with tempfile.TemporaryDirectory() as tmp:
+                with open(os.path.join(tmp, "k.ptx"), "w") as f:
+                    f.write(kern.asm["ptx"])
+                log = subprocess.run([ptxas, "-arch=sm_90a", "-v", os.path.join(tmp, "k.ptx"), "-o",
+                                      os.path.join(tmp, "k.o")], capture_output=True, text=True).stderr
+            info = [ln.split(":", 1)[-1].strip() for ln in log.splitlines() if "registers" in ln or "spill" in ln]
+            print(label + ":", "; ".join(info), f"| shared {kern.metadata.shared} B")
+
+
+def main(path):
+    from bench.timing import TimingConfig, time_call
+
+    out = open(path, "w")
+    dev = "cuda"
+    E.set_benchmark(E.autotune_bench)
+    E.emit(out, kind="env", gpu=torch.cuda.get_device_name(), torch=torch.__version__, triton=triton.__version__)
+    for rows, dim in ((1024, 16384), (4096, 4096)):
+        g = torch.Generator(device=dev).manual_seed(0)
+        x = (torch.randn(rows, dim, device=dev, generator=g) + 0.5).bfloat16()
+        dy = torch.randn(rows, dim, device=dev, generator=g).bfloat16()
+        w = (1 + 0.1 * torch.randn(dim, device=dev, generator=g)).bfloat16()
+        _, rstd = E.RN.rmsnorm_fwd(x, w)
+        lib = lambda: E.RN.rmsnorm_bwd(dy, x, w, rstd)  # noqa: E731
+        want = [t.double() for t in lib()]
+        calls = {"rmsnorm library": lib}
+        for v in variants(dim):
+            label = f"rmsnorm chunks: {v[0]} rows a tile, {v[1]} warps, {v[2]} stages, chunks of {v[3]} box rows"
+            try:
+                got = chunks_bwd(dy, x, w, rstd, *v, fill=float("nan"))
+                torch.cuda.synchronize()
+            except Exception as e:
+                E.emit(out, kind="check", shape=[rows, dim], call=label, error=f"{type(e).__name__}: {str(e)[:300]}")
+                continue
+            diffs = [float((a.double() - r).abs().max() / r.abs().max().clamp_min(1e-30)) for a, r in zip(got, want)]
+            diff = max(diffs) if all(d == d for d in diffs) else float("inf")
+            E.emit(out, kind="check", shape=[rows, dim], call=label, rel_diff_from_library=diffs)
+            if diff < 2e-2:
+                calls[label] = lambda v=v: chunks_bwd(dy, x, w, rstd, *v)
+        for rnd in range(3):
+            for name, fn in calls.items():
+                t = time_call(fn, dev, TimingConfig())
+                s = t.summary()
+                E.emit(out, kind="time", round=rnd, shape=[rows, dim], call=name,
+                       median_us=round(s["median_ms"] * 1e3, 3), n=s["n"], method=t.method)
+
+
+if __name__ == "__main__":
+    if "--offline" in sys.argv:
+        offline()
+    else:
+        main([a for a in sys.argv[1:] if not a.startswith("--")][0])
