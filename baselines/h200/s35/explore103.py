@@ -130,14 +130,15 @@ def chunks_bwd(dy, x, w, rstd, rows_per_tile, warps, stages, ck, fill=None, prog
 
 def variants(dim):
     """(rows a tile, warps, stages, chunk of box rows): 64 KB tiles, two or three slots where they fit beside
-    the dw row, chunks of 2K or 4K columns a pass."""
+    the dw row, chunks of 2K or 4K columns a pass at 8 and 16 warps, 8K (or the row) at 32 warps (added after the first run:
+    EXPLORE_WARPS=32 runs those only)."""
     rows = max(1, 16384 // dim)
     out = []
     for stages in (2, 3):
         if stages * 64 + dim * 4 // 1024 > 220:
             continue
-        for warps in (8, 16):
-            for ck in (32, 64):
+        for warps in (8, 16, 32):
+            for ck in ((min(128, dim // INNER),) if warps == 32 else (32, 64)):
                 if ck <= dim // INNER and ck * 64 * rows // (32 * warps) <= 32:
                     out.append((rows, warps, stages, ck))
     return out
@@ -193,6 +194,8 @@ def main(path):
         want = [t.double() for t in lib()]
         calls = {"rmsnorm library": lib}
         for v in variants(dim):
+            if os.environ.get("EXPLORE_WARPS") and v[1] != int(os.environ["EXPLORE_WARPS"]):
+                continue
             label = f"rmsnorm chunks: {v[0]} rows a tile, {v[1]} warps, {v[2]} stages, chunks of {v[3]} box rows"
             try:
                 got = chunks_bwd(dy, x, w, rstd, *v, fill=float("nan"))
