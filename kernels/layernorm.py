@@ -243,7 +243,10 @@ def _layernorm_bwd_half(X, W, DY, MEAN, RSTD, DX, dw_ptr, db_ptr, stride_x, stri
     the swap it ties this kernel (40.5-41.0), so the cluster barrier a row costs the difference. Overlapping it
     with the next row (explore100: publish row i's sums, then collect row i - 1's) was no faster (52.5-53.1 us);
     its arrive's release took 5-6 us of it (most likely waiting for the row's dx stores), and a relaxed arrive,
-    racy, still took 47.7-48.0."""
+    racy, still took 47.7-48.0. Nor was one CTA an SM with the next rows brought into a shared-memory ring by
+    TMA or cp.async while the current one is reduced (Gluon; H200, session 35, explore101-102, bf16): at best
+    77.0-77.5 against 41.1-41.5 us at 1024 x 16384 and 40.3-40.6 against 35.6-35.7 at 4096 x 4096. A 16K-wide row
+    held in registers spills at 8 to 32 warps (203 MB of local-memory traffic a call under ncu)."""
     own = half * HALF + tl.arange(0, HALF)
     other = (1 - half) * HALF + tl.arange(0, HALF)
     own_ok = own < n_cols

@@ -155,7 +155,11 @@ def _rmsnorm_bwd_kernel(X, W, DY, RSTD, DX, DW_PARTIAL, stride_x, stride_dy, str
     and the unpipelined loop at 32 warps at 16384 and 65536 rows. x and dy brought in by TMA instead (tensor
     descriptors, a row one [dim / 256, 256] box, the loop pipelined by Triton; session 26, explore60, bf16): at
     4096 x 4096 35.6 against 35.4-35.9 us (layernorm's the same way 36.9 against 37.5-38.0), at 16384 x 4096
-    the same, at 16K-wide rows 1.5x (rmsnorm) to 5x (layernorm) slower: the [64, 256] tiles spill."""
+    the same, at 16K-wide rows 1.5x (rmsnorm) to 5x (layernorm) slower: the [64, 256] tiles spill. Nor was one
+    program an SM in Gluon with a ring of 2-4 tiles in shared memory, filled by TMA or cp.async while the tile
+    before is reduced (H200, session 35, explore101-103, bf16): at best 51.6-51.7 against 37.1-37.6 us at
+    1024 x 16384 (the tile held in registers spills; read from shared memory twice in chunks it does not, and
+    took 52.4-55.7) and 37.1-37.6 against 34.1-34.7 at 4096 x 4096."""
     pid = tl.program_id(0)
     first = pid * rows_per_program
     last = tl.minimum(first + rows_per_program, n_rows)
