@@ -178,12 +178,91 @@ def emit(out, **row):
         out.flush()
 
 
-def offline():
-    """Compiles every variant for sm_90a (no GPU) and prints ptxas's registers and spills."""
+def inputs(rows, dim, dev="cuda"):
+    """The backwards' inputs at [rows, dim], bf16, seeded: x, dy, w and each forward's statistics."""
+    g = torch.Generator(device=dev).manual_seed(0)
+    x = (torch.randn(rows, dim, device=dev, generator=g) + 0.5).bfloat16()
+    dy = torch.randn(rows, dim, device=dev, generator=g).bfloat16()
+    w = (1 + 0.1 * torch.randn(dim, device=dev, generator=g)).bfloat16()
+    b = (0.1 * torch.randn(dim, device=dev, generator=g)).bfloat16()
+    _, rstd = RN.rmsnorm_fwd(x, w)
+    _, mean, lrstd = LN.layernorm_fwd(x, w, b)
+    return {"x": x, "dy": dy, "w": w, "rstd": rstd, "mean": mean, "lrstd": lrstd}
+
+
+def norms(t):
+    """(name, layer, stats, library call) of both norms' backwards on inputs t."""
+    return (("rmsnorm", False, (t["rstd"],), lambda: RN.rmsnorm_bwd(t["dy"], t["x"], t["w"], t["rstd"])),
+            ("layernorm", True, (t["mean"], t["lrstd"]),
+             lambda: LN.layernorm_bwd(t["dy"], t["x"], t["w"], t["mean"], t["lrstd"])))
+
+
+def check(out, shape, label, run, want):
+    """Runs `run` (its outputs pre-filled with NaN), compares each output with `want` relative to the largest
+    element, emits the check; True when every element was written and within 2e-2."""
+    try:
+        got = run()
+        torch.cuda.synchronize()
+    except Exception as e:
+        emit(out, kind="check", shape=shape, call=label, error=f"{type(e).__name__}: {str(e)[:300]}")
+        return False
+    diffs = [float((a.double() - r).abs().max() / r.abs().max().clamp_min(1e-30)) for a, r in zip(got, want)]
+    emit(out, kind="check", shape=shape, call=label, rel_diff_from_library=diffs)
+    return all(d == d for d in diffs) and max(diffs) < 2e-2  # NaN: an element not written
+
+
+def time_rounds(out, shape, calls, dev="cuda"):
+    """Three rounds of bench.timing over `calls` (label -> fn) in alternation, each median and host time."""
+    for rnd in range(3):
+        for name, fn in calls.items():
+            t = time_call(fn, dev, TimingConfig())
+            s = t.summary()
+            emit(out, kind="time", round=rnd, shape=shape, call=name, median_us=round(s["median_ms"] * 1e3, 3),
+                 cpu_us=round(s["cpu_ms"] * 1e3, 1), n=s["n"], method=t.method)
+
+
+def start(path):
+    """The results file, opened, with the run's environment as its first row."""
+    out = open(path, "w")
+    set_benchmark(autotune_bench)  # as bench's worker does
+    emit(out, kind="env", gpu=torch.cuda.get_device_name(), torch=torch.__version__, triton=triton.__version__)
+    return out
+
+
+def shapes(default):
+    """EXPLORE_SHAPES (e.g. "1024x16384,4096x4096") or `default`."""
+    if os.environ.get("EXPLORE_SHAPES"):
+        return [tuple(int(v) for v in s.split("x")) for s in os.environ["EXPLORE_SHAPES"].split(",")]
+    return default
+
+
+def compile_report(label, fn, sig, consts, divisible, warps):
+    """Compiles Gluon kernel fn for sm_90a (no GPU), the pointers and the `divisible` integers declared divisible
+    by 16, and prints ptxas's registers and spills and the shared memory it takes."""
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
 
+    sig = {**sig, **dict.fromkeys(consts, "constexpr")}
+    names = list(sig)
+    attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(names) if sig[n].startswith("*") or n in divisible}
+    src = GluonASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs)
+    try:
+        kern = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
+    except Exception as e:
+        print(label, "fails:", type(e).__name__, str(e)[:3000])
+        return
     ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(os.path.join(tmp, "k.ptx"), "w") as f:
+            f.write(kern.asm["ptx"])
+        log = subprocess.run([ptxas, "-arch=sm_90a", "-v", os.path.join(tmp, "k.ptx"), "-o", os.path.join(tmp, "k.o")],
+                             capture_output=True, text=True).stderr
+    info = [ln.split(":", 1)[-1].strip() for ln in log.splitlines() if "registers" in ln or "spill" in ln]
+    print(label + ":", "; ".join(info), f"| shared {kern.metadata.shared} B")
+
+
+def offline():
+    """Compiles every variant for sm_90a (no GPU) and prints ptxas's registers and spills."""
     print(f"triton {triton.__version__}, sm_90a")
     for dim in (4096, 16384):
         for layer in (False, True):
@@ -192,82 +271,36 @@ def offline():
                 desc = f"tensordesc<bf16[{rows},{k},{BOX}],{smem_layout()!r}>"
                 sig = {"x_desc": desc, "dy_desc": desc, "W": "*bf16", "MEAN": "*fp32", "RSTD": "*fp32",
                        "DX": "*bf16", "DW_PARTIAL": "*fp32", "DB_PARTIAL": "*fp32", "stride_dx": "i32",
-                       "n_rows": "i32", "n_cols": "i32", "ROWS": "constexpr", "K": "constexpr", "WARPS": "constexpr",
-                       "STAGES": "constexpr", "LAYER": "constexpr", "W_EACH": "constexpr"}
+                       "n_rows": "i32", "n_cols": "i32"}
                 consts = {"ROWS": rows, "K": k, "WARPS": warps, "STAGES": stages, "LAYER": layer,
                           "W_EACH": bool(w_each)}
-                names = list(sig)
-                attrs = {(names.index(n),): [["tt.divisibility", 16]]
-                         for n in ("W", "MEAN", "RSTD", "DX", "DW_PARTIAL", "DB_PARTIAL", "stride_dx", "n_cols")}
                 label = (f"{'layernorm' if layer else 'rmsnorm'} dim {dim}: {rows} rows a tile, {warps} warps, "
                          f"{stages} stages, {programs} programs, w {'each tile' if w_each else 'held'}")
-                src = GluonASTSource(fn=_norm_bwd_ring, signature=sig, constexprs=consts, attrs=attrs)
-                try:
-                    kern = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
-                except Exception as e:
-                    print(label, "fails:", type(e).__name__, str(e)[:3000])
-                    continue
-                with tempfile.TemporaryDirectory() as tmp:
-                    with open(os.path.join(tmp, "k.ptx"), "w") as f:
-                        f.write(kern.asm["ptx"])
-                    log = subprocess.run([ptxas, "-arch=sm_90a", "-v", os.path.join(tmp, "k.ptx"), "-o",
-                                          os.path.join(tmp, "k.o")], capture_output=True, text=True).stderr
-                info = [ln.split(":", 1)[-1].strip() for ln in log.splitlines() if "registers" in ln or "spill" in ln]
-                print(label + ":", "; ".join(info), f"| shared {kern.metadata.shared} B")
+                compile_report(label, _norm_bwd_ring, sig, consts, ("stride_dx", "n_cols"), warps)
 
 
 def main(path):
-    out = open(path, "w")
-    dev = "cuda"
-    set_benchmark(autotune_bench)  # as bench's worker does
-    emit(out, kind="env", gpu=torch.cuda.get_device_name(), torch=torch.__version__, triton=triton.__version__)
-    sms = torch.cuda.get_device_properties(dev).multi_processor_count
+    out = start(path)
+    sms = torch.cuda.get_device_properties("cuda").multi_processor_count
     only = os.environ.get("EXPLORE_ONLY")  # e.g. "rmsnorm": one norm
-    shapes = [(1024, 16384), (4096, 4096), (4096, 16384), (16384, 4096)]
-    if os.environ.get("EXPLORE_SHAPES"):  # e.g. "1024x16384"
-        shapes = [tuple(int(v) for v in s.split("x")) for s in os.environ["EXPLORE_SHAPES"].split(",")]
     keep = os.environ.get("EXPLORE_VARIANTS")  # e.g. "1,16,3,132,1;4,16,3,132,0"
-    for rows, dim in shapes:
-        g = torch.Generator(device=dev).manual_seed(0)
-        x = (torch.randn(rows, dim, device=dev, generator=g) + 0.5).bfloat16()
-        dy = torch.randn(rows, dim, device=dev, generator=g).bfloat16()
-        w = (1 + 0.1 * torch.randn(dim, device=dev, generator=g)).bfloat16()
-        b = (0.1 * torch.randn(dim, device=dev, generator=g)).bfloat16()
-        _, rstd = RN.rmsnorm_fwd(x, w)
-        _, mean, lrstd = LN.layernorm_fwd(x, w, b)
+    for rows, dim in shapes([(1024, 16384), (4096, 4096), (4096, 16384), (16384, 4096)]):
+        t = inputs(rows, dim)
         calls = {}
-        for name, layer, stats, lib in (("rmsnorm", False, (rstd,), lambda: RN.rmsnorm_bwd(dy, x, w, rstd)),
-                                        ("layernorm", True, (mean, lrstd),
-                                         lambda: LN.layernorm_bwd(dy, x, w, mean, lrstd))):
+        for name, layer, stats, lib in norms(t):
             if only and name != only:
                 continue
-            want = [t.double() for t in lib()]
+            want = [r.double() for r in lib()]
             calls[f"{name} library"] = lib
-            tried = variants(dim, sms)
-            if keep:
-                tried = [tuple(int(v) for v in k.split(",")) for k in keep.split(";")]
+            tried = [tuple(int(v) for v in k.split(",")) for k in keep.split(";")] if keep else variants(dim, sms)
             for v in tried:
                 label = (f"{name} ring: {v[0]} rows a tile, {v[1]} warps, {v[2]} stages, {v[3]} programs, "
                          f"w {'each tile' if v[4] else 'held'}")
-                try:
-                    got = ring_bwd(dy, x, w, stats, layer, *v, fill=float("nan"))
-                    torch.cuda.synchronize()
-                except Exception as e:
-                    emit(out, kind="check", shape=[rows, dim], call=label,
-                         error=f"{type(e).__name__}: {str(e)[:300]}")
-                    continue
-                diffs = [float((a.double() - r).abs().max() / r.abs().max().clamp_min(1e-30))
-                         for a, r in zip(got, want)]
-                diff = max(diffs) if all(d == d for d in diffs) else float("inf")  # NaN: an element not written
-                emit(out, kind="check", shape=[rows, dim], call=label, rel_diff_from_library=diffs)
-                if diff < 2e-2:
-                    calls[label] = lambda layer=layer, stats=stats, v=v: ring_bwd(dy, x, w, stats, layer, *v)
-        for rnd in range(3):
-            for name, fn in calls.items():
-                t = time_call(fn, dev, TimingConfig())
-                s = t.summary()
-                emit(out, kind="time", round=rnd, shape=[rows, dim], call=name,
-                     median_us=round(s["median_ms"] * 1e3, 3), n=s["n"], method=t.method)
+                run = (lambda layer=layer, stats=stats, v=v, fill=None:
+                       ring_bwd(t["dy"], t["x"], t["w"], stats, layer, *v, fill=fill))
+                if check(out, [rows, dim], label, lambda run=run: run(fill=float("nan")), want):
+                    calls[label] = run
+        time_rounds(out, [rows, dim], calls)
 
 
 if __name__ == "__main__":

@@ -17,9 +17,7 @@ Run from the repository root: python3 baselines/h200/s35/explore102.py OUT.jsonl
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-import tempfile
 
 import torch
 import triton
@@ -180,10 +178,6 @@ def variants(dim, sms):
 
 
 def offline():
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-
-    ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
     print(f"triton {triton.__version__}, sm_90a")
     for dim in (4096, 16384):
         for layer in (False, True):
@@ -195,79 +189,32 @@ def offline():
                        "stride_x": "i32", "stride_dy": "i32", "stride_dx": "i32", "n_rows": "i32", "n_cols": "i32"}
                 consts = {"ROWS": rows, "K": k, "INNER": inner, "WARPS": warps, "STAGES": stages, "LAYER": layer,
                           "COPY": copy}
-                sig.update(dict.fromkeys(consts, "constexpr"))
-                names = list(sig)
-                attrs = {(names.index(n),): [["tt.divisibility", 16]]
-                         for n in names if sig[n].startswith("*") or n in ("stride_x", "stride_dy", "stride_dx",
-                                                                            "n_cols")}
                 label = (f"{'layernorm' if layer else 'rmsnorm'} dim {dim}: {rows} rows, {warps} warps, "
                          f"{stages} stages, {'cp.async' if copy else 'TMA swizzled'}")
-                src = GluonASTSource(fn=_norm_bwd_ring2, signature=sig, constexprs=consts, attrs=attrs)
-                try:
-                    kern = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
-                except Exception as e:
-                    print(label, "fails:", type(e).__name__, str(e)[:3000])
-                    continue
-                with tempfile.TemporaryDirectory() as tmp:
-                    with open(os.path.join(tmp, "k.ptx"), "w") as f:
-                        f.write(kern.asm["ptx"])
-                    log = subprocess.run([ptxas, "-arch=sm_90a", "-v", os.path.join(tmp, "k.ptx"), "-o",
-                                          os.path.join(tmp, "k.o")], capture_output=True, text=True).stderr
-                info = [ln.split(":", 1)[-1].strip() for ln in log.splitlines() if "registers" in ln or "spill" in ln]
-                print(label + ":", "; ".join(info), f"| shared {kern.metadata.shared} B")
+                E.compile_report(label, _norm_bwd_ring2, sig, consts, ("stride_x", "stride_dy", "stride_dx", "n_cols"),
+                                 warps)
 
 
 def main(path):
-    from bench.timing import TimingConfig, time_call
-
-    out = open(path, "w")
-    dev = "cuda"
-    E.set_benchmark(E.autotune_bench)
-    E.emit(out, kind="env", gpu=torch.cuda.get_device_name(), torch=torch.__version__, triton=triton.__version__)
-    sms = torch.cuda.get_device_properties(dev).multi_processor_count
+    out = E.start(path)
+    sms = torch.cuda.get_device_properties("cuda").multi_processor_count
     only = os.environ.get("EXPLORE_ONLY")
-    shapes = [(1024, 16384), (4096, 4096)]
-    if os.environ.get("EXPLORE_SHAPES"):
-        shapes = [tuple(int(v) for v in s.split("x")) for s in os.environ["EXPLORE_SHAPES"].split(",")]
-    for rows, dim in shapes:
-        g = torch.Generator(device=dev).manual_seed(0)
-        x = (torch.randn(rows, dim, device=dev, generator=g) + 0.5).bfloat16()
-        dy = torch.randn(rows, dim, device=dev, generator=g).bfloat16()
-        w = (1 + 0.1 * torch.randn(dim, device=dev, generator=g)).bfloat16()
-        b = (0.1 * torch.randn(dim, device=dev, generator=g)).bfloat16()
-        _, rstd = E.RN.rmsnorm_fwd(x, w)
-        _, mean, lrstd = E.LN.layernorm_fwd(x, w, b)
+    for rows, dim in E.shapes([(1024, 16384), (4096, 4096)]):
+        t = E.inputs(rows, dim)
         calls = {}
-        for name, layer, stats, lib in (("rmsnorm", False, (rstd,), lambda: E.RN.rmsnorm_bwd(dy, x, w, rstd)),
-                                        ("layernorm", True, (mean, lrstd),
-                                         lambda: E.LN.layernorm_bwd(dy, x, w, mean, lrstd))):
+        for name, layer, stats, lib in E.norms(t):
             if only and name != only:
                 continue
-            want = [t.double() for t in lib()]
+            want = [r.double() for r in lib()]
             calls[f"{name} library"] = lib
             for v in variants(dim, sms):
                 label = (f"{name} {'cp.async' if v[4] else 'TMA swizzled'}: {v[0]} rows a tile, {v[1]} warps, "
                          f"{v[2]} stages, {v[3]} programs")
-                try:
-                    got = ring2_bwd(dy, x, w, stats, layer, *v, fill=float("nan"))
-                    torch.cuda.synchronize()
-                except Exception as e:
-                    E.emit(out, kind="check", shape=[rows, dim], call=label,
-                           error=f"{type(e).__name__}: {str(e)[:300]}")
-                    continue
-                diffs = [float((a.double() - r).abs().max() / r.abs().max().clamp_min(1e-30))
-                         for a, r in zip(got, want)]
-                diff = max(diffs) if all(d == d for d in diffs) else float("inf")
-                E.emit(out, kind="check", shape=[rows, dim], call=label, rel_diff_from_library=diffs)
-                if diff < 2e-2:
-                    calls[label] = lambda layer=layer, stats=stats, v=v: ring2_bwd(dy, x, w, stats, layer, *v)
-        for rnd in range(3):
-            for name, fn in calls.items():
-                t = time_call(fn, dev, TimingConfig())
-                s = t.summary()
-                E.emit(out, kind="time", round=rnd, shape=[rows, dim], call=name,
-                       median_us=round(s["median_ms"] * 1e3, 3), cpu_us=round(s["cpu_ms"] * 1e3, 1), n=s["n"],
-                       method=t.method)
+                run = (lambda layer=layer, stats=stats, v=v, fill=None:
+                       ring2_bwd(t["dy"], t["x"], t["w"], stats, layer, *v, fill=fill))
+                if E.check(out, [rows, dim], label, lambda run=run: run(fill=float("nan")), want):
+                    calls[label] = run
+        E.time_rounds(out, [rows, dim], calls)
 
 
 if __name__ == "__main__":

@@ -16,15 +16,13 @@ Run from the repository root: python3 baselines/h200/s35/explore103.py OUT.jsonl
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-import tempfile
 
 import torch
 import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
+from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import explore101 as E  # noqa: E402
@@ -32,13 +30,7 @@ import explore101 as E  # noqa: E402
 INNER = 64  # a box row: 128 bytes of bf16, the 128-byte swizzle's span
 
 
-@gluon.jit
-def _issue(x_desc, dy_desc, xs, dys, bars, slot, tile, n_tiles, ROWS: gl.constexpr):
-    ok = tile < n_tiles
-    bar = bars.index(slot)
-    mbarrier.expect(bar, x_desc.block_type.nbytes + dy_desc.block_type.nbytes, pred=ok)
-    tma.async_copy_global_to_shared(x_desc, [tile * ROWS, 0, 0], bar, xs.index(slot), pred=ok)
-    tma.async_copy_global_to_shared(dy_desc, [tile * ROWS, 0, 0], bar, dys.index(slot), pred=ok)
+_issue = E._issue  # explore101's: one tile's x and dy into a slot by TMA
 
 
 @gluon.jit
@@ -145,10 +137,6 @@ def variants(dim):
 
 
 def offline():
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-
-    ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
     print(f"triton {triton.__version__}, sm_90a")
     for dim in (4096, 16384):
         for rows, warps, stages, ck in variants(dim):
@@ -157,63 +145,25 @@ def offline():
             sig = {"x_desc": desc, "dy_desc": desc, "W": "*bf16", "RSTD": "*fp32", "DX": "*bf16",
                    "DW_PARTIAL": "*fp32", "stride_dx": "i32", "n_rows": "i32", "n_cols": "i32"}
             consts = {"ROWS": rows, "K": k, "CK": ck, "WARPS": warps, "STAGES": stages}
-            sig.update(dict.fromkeys(consts, "constexpr"))
-            names = list(sig)
-            attrs = {(names.index(n),): [["tt.divisibility", 16]]
-                     for n in names if sig[n].startswith("*") or n in ("stride_dx", "n_cols")}
             label = f"rmsnorm dim {dim}: {rows} rows, {warps} warps, {stages} stages, chunks of {ck} box rows"
-            src = GluonASTSource(fn=_rmsnorm_bwd_chunks, signature=sig, constexprs=consts, attrs=attrs)
-            try:
-                kern = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
-            except Exception as e:
-                print(label, "fails:", type(e).__name__, str(e)[:3000])
-                continue
-            with tempfile.TemporaryDirectory() as tmp:
-                with open(os.path.join(tmp, "k.ptx"), "w") as f:
-                    f.write(kern.asm["ptx"])
-                log = subprocess.run([ptxas, "-arch=sm_90a", "-v", os.path.join(tmp, "k.ptx"), "-o",
-                                      os.path.join(tmp, "k.o")], capture_output=True, text=True).stderr
-            info = [ln.split(":", 1)[-1].strip() for ln in log.splitlines() if "registers" in ln or "spill" in ln]
-            print(label + ":", "; ".join(info), f"| shared {kern.metadata.shared} B")
+            E.compile_report(label, _rmsnorm_bwd_chunks, sig, consts, ("stride_dx", "n_cols"), warps)
 
 
 def main(path):
-    from bench.timing import TimingConfig, time_call
-
-    out = open(path, "w")
-    dev = "cuda"
-    E.set_benchmark(E.autotune_bench)
-    E.emit(out, kind="env", gpu=torch.cuda.get_device_name(), torch=torch.__version__, triton=triton.__version__)
+    out = E.start(path)
     for rows, dim in ((1024, 16384), (4096, 4096)):
-        g = torch.Generator(device=dev).manual_seed(0)
-        x = (torch.randn(rows, dim, device=dev, generator=g) + 0.5).bfloat16()
-        dy = torch.randn(rows, dim, device=dev, generator=g).bfloat16()
-        w = (1 + 0.1 * torch.randn(dim, device=dev, generator=g)).bfloat16()
-        _, rstd = E.RN.rmsnorm_fwd(x, w)
-        lib = lambda: E.RN.rmsnorm_bwd(dy, x, w, rstd)  # noqa: E731
-        want = [t.double() for t in lib()]
-        calls = {"rmsnorm library": lib}
+        t = E.inputs(rows, dim)
+        name, _, (rstd,), lib = E.norms(t)[0]
+        want = [r.double() for r in lib()]
+        calls = {f"{name} library": lib}
         for v in variants(dim):
             if os.environ.get("EXPLORE_WARPS") and v[1] != int(os.environ["EXPLORE_WARPS"]):
                 continue
             label = f"rmsnorm chunks: {v[0]} rows a tile, {v[1]} warps, {v[2]} stages, chunks of {v[3]} box rows"
-            try:
-                got = chunks_bwd(dy, x, w, rstd, *v, fill=float("nan"))
-                torch.cuda.synchronize()
-            except Exception as e:
-                E.emit(out, kind="check", shape=[rows, dim], call=label, error=f"{type(e).__name__}: {str(e)[:300]}")
-                continue
-            diffs = [float((a.double() - r).abs().max() / r.abs().max().clamp_min(1e-30)) for a, r in zip(got, want)]
-            diff = max(diffs) if all(d == d for d in diffs) else float("inf")
-            E.emit(out, kind="check", shape=[rows, dim], call=label, rel_diff_from_library=diffs)
-            if diff < 2e-2:
-                calls[label] = lambda v=v: chunks_bwd(dy, x, w, rstd, *v)
-        for rnd in range(3):
-            for name, fn in calls.items():
-                t = time_call(fn, dev, TimingConfig())
-                s = t.summary()
-                E.emit(out, kind="time", round=rnd, shape=[rows, dim], call=name,
-                       median_us=round(s["median_ms"] * 1e3, 3), n=s["n"], method=t.method)
+            run = lambda v=v, fill=None: chunks_bwd(t["dy"], t["x"], t["w"], rstd, *v, fill=fill)  # noqa: E731
+            if E.check(out, [rows, dim], label, lambda run=run: run(fill=float("nan")), want):
+                calls[label] = run
+        E.time_rounds(out, [rows, dim], calls)
 
 
 if __name__ == "__main__":

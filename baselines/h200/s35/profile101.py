@@ -12,19 +12,12 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import explore101 as E  # noqa: E402
 
-dev = "cuda"
-g = torch.Generator(device=dev).manual_seed(0)
-rows, dim = 1024, 16384
-x = (torch.randn(rows, dim, device=dev, generator=g) + 0.5).bfloat16()
-dy = torch.randn(rows, dim, device=dev, generator=g).bfloat16()
-w = (1 + 0.1 * torch.randn(dim, device=dev, generator=g)).bfloat16()
-b = (0.1 * torch.randn(dim, device=dev, generator=g)).bfloat16()
-_, rstd = E.RN.rmsnorm_fwd(x, w)
-_, mean, lrstd = E.LN.layernorm_fwd(x, w, b)
-calls = [lambda: E.RN.rmsnorm_bwd(dy, x, w, rstd),
-         lambda: E.ring_bwd(dy, x, w, (rstd,), False, 1, 8, 2, 132, 1),
-         lambda: E.LN.layernorm_bwd(dy, x, w, mean, lrstd),
-         lambda: E.ring_bwd(dy, x, w, (mean, lrstd), True, 1, 8, 3, 132, 0)]
+t = E.inputs(1024, 16384)
+(_, _, (rstd,), rms_lib), (_, _, ln_stats, ln_lib) = E.norms(t)
+calls = [rms_lib,
+         lambda: E.ring_bwd(t["dy"], t["x"], t["w"], (rstd,), False, 1, 8, 2, 132, 1),
+         ln_lib,
+         lambda: E.ring_bwd(t["dy"], t["x"], t["w"], ln_stats, True, 1, 8, 3, 132, 0)]
 for fn in calls:
     fn()
     fn()
