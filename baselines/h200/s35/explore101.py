@@ -58,6 +58,31 @@ def _issue(x_desc, dy_desc, xs, dys, bars, slot, tile, n_tiles, ROWS: gl.constex
 
 
 @gluon.jit
+def _tile_step(x, dy, w, MEAN, RSTD, DX, rows, cols, stride_dx, n_rows, n_cols, dw, db, LAYER: gl.constexpr):
+    """dx of a tile from its x and dy ([ROWS, K, INNER], fp32) and w ([K, INNER]): written; returns dw (and db)
+    with the tile added. The math of explore101-102's rings."""
+    row_ok = rows < n_rows
+    rstd = gl.load(RSTD + rows, mask=row_ok, other=0.0)[:, None, None]
+    if LAYER:
+        xhat = (x - gl.load(MEAN + rows, mask=row_ok, other=0.0)[:, None, None]) * rstd
+    else:
+        xhat = x * rstd
+    g = dy * w[None, :, :]
+    c2 = gl.sum(gl.sum(g * xhat, axis=2), axis=1) / n_cols  # [ROWS]
+    if LAYER:
+        c1 = gl.sum(gl.sum(g, axis=2), axis=1) / n_cols
+        dx = rstd * (g - c1[:, None, None] - xhat * c2[:, None, None])
+    else:
+        dx = rstd * (g - xhat * c2[:, None, None])
+    offs = rows.to(gl.int64)[:, None, None] * stride_dx + cols[None, :, :]
+    gl.store(DX + offs, dx.to(DX.dtype.element_ty), mask=row_ok[:, None, None])
+    dw += gl.sum(dy * xhat, axis=0)
+    if LAYER:
+        db += gl.sum(dy, axis=0)
+    return dw, db
+
+
+@gluon.jit
 def _norm_bwd_ring(x_desc, dy_desc, W, MEAN, RSTD, DX, DW_PARTIAL, DB_PARTIAL, stride_dx, n_rows, n_cols,
                    ROWS: gl.constexpr, K: gl.constexpr, WARPS: gl.constexpr, STAGES: gl.constexpr,
                    LAYER: gl.constexpr, W_EACH: gl.constexpr):
@@ -96,26 +121,9 @@ def _norm_bwd_ring(x_desc, dy_desc, W, MEAN, RSTD, DX, DW_PARTIAL, DB_PARTIAL, s
         _issue(x_desc, dy_desc, xs, dys, bars, slot, tile + STAGES * programs, n_tiles, ROWS)
 
         rows = tile * ROWS + gl.arange(0, ROWS, layout=LR)
-        row_ok = rows < n_rows
-        rstd = gl.load(RSTD + rows, mask=row_ok, other=0.0)[:, None, None]
-        if LAYER:
-            xhat = (x - gl.load(MEAN + rows, mask=row_ok, other=0.0)[:, None, None]) * rstd
-        else:
-            xhat = x * rstd
         if W_EACH:
             w = gl.load(W + cols).to(gl.float32)
-        g = dy * w[None, :, :]
-        c2 = gl.sum(gl.sum(g * xhat, axis=2), axis=1) / n_cols  # [ROWS]
-        if LAYER:
-            c1 = gl.sum(gl.sum(g, axis=2), axis=1) / n_cols
-            dx = rstd * (g - c1[:, None, None] - xhat * c2[:, None, None])
-        else:
-            dx = rstd * (g - xhat * c2[:, None, None])
-        offs = rows.to(gl.int64)[:, None, None] * stride_dx + cols[None, :, :]
-        gl.store(DX + offs, dx.to(DX.dtype.element_ty), mask=row_ok[:, None, None])
-        dw += gl.sum(dy * xhat, axis=0)
-        if LAYER:
-            db += gl.sum(dy, axis=0)
+        dw, db = _tile_step(x, dy, w, MEAN, RSTD, DX, rows, cols, stride_dx, n_rows, n_cols, dw, db, LAYER)
         i += 1
     for s in gl.static_range(STAGES):
         mbarrier.invalidate(bars.index(s))

@@ -109,24 +109,7 @@ def _norm_bwd_ring2(x_desc, dy_desc, X, DY, W, MEAN, RSTD, DX, DW_PARTIAL, DB_PA
             dy = dys.index(slot).load(L).to(gl.float32)
 
         rows = tile * ROWS + gl.arange(0, ROWS, layout=LR)
-        row_ok = rows < n_rows
-        rstd = gl.load(RSTD + rows, mask=row_ok, other=0.0)[:, None, None]
-        if LAYER:
-            xhat = (x - gl.load(MEAN + rows, mask=row_ok, other=0.0)[:, None, None]) * rstd
-        else:
-            xhat = x * rstd
-        g = dy * w[None, :, :]
-        c2 = gl.sum(gl.sum(g * xhat, axis=2), axis=1) / n_cols  # [ROWS]
-        if LAYER:
-            c1 = gl.sum(gl.sum(g, axis=2), axis=1) / n_cols
-            dx = rstd * (g - c1[:, None, None] - xhat * c2[:, None, None])
-        else:
-            dx = rstd * (g - xhat * c2[:, None, None])
-        offs = rows.to(gl.int64)[:, None, None] * stride_dx + cols[None, :, :]
-        gl.store(DX + offs, dx.to(DX.dtype.element_ty), mask=row_ok[:, None, None])
-        dw += gl.sum(dy * xhat, axis=0)
-        if LAYER:
-            db += gl.sum(dy, axis=0)
+        dw, db = E._tile_step(x, dy, w, MEAN, RSTD, DX, rows, cols, stride_dx, n_rows, n_cols, dw, db, LAYER)
         i += 1
     if COPY == 0:
         for s in gl.static_range(STAGES):
@@ -159,10 +142,8 @@ def ring2_bwd(dy, x, w, stats, layer, rows_per_tile, warps, stages, programs, co
     _norm_bwd_ring2[(programs,)](*descs, x, dy, w, mean, rstd, dx, partials[0], partials[-1], x.stride(0),
                                  dy.stride(0), dx.stride(0), n_rows, n_cols, ROWS=rows_per_tile, K=k, INNER=inner,
                                  WARPS=warps, STAGES=stages, LAYER=layer, COPY=copy, num_warps=warps)
-    return (dx, *sum_partials(partials, w.dtype))
+    return (dx, *E.sum_partials(partials, w.dtype))
 
-
-sum_partials = E.sum_partials
 
 
 def variants(dim, sms):

@@ -28,8 +28,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import explore101 as E  # noqa: E402
 
 INNER = 64  # a box row: 128 bytes of bf16, the 128-byte swizzle's span
-
-
 _issue = E._issue  # explore101's: one tile's x and dy into a slot by TMA
 
 
@@ -65,14 +63,15 @@ def _rmsnorm_bwd_chunks(x_desc, dy_desc, W, RSTD, DX, DW_PARTIAL, stride_dx, n_r
         dyt = dys.index(slot)
         rows = tile * ROWS + gl.arange(0, ROWS, layout=LR)
         row_ok = rows < n_rows
-        rstd = gl.load(RSTD + rows, mask=row_ok, other=0.0)[:, None, None]
+        rstd_rows = gl.load(RSTD + rows, mask=row_ok, other=0.0)  # [ROWS]
+        rstd = rstd_rows[:, None, None]
         acc = gl.zeros([ROWS, CK, 64], gl.float32, L)
         for c in gl.static_range(K // CK):
             x = xt.slice(c * CK, CK, dim=1).load(L).to(gl.float32)
             dy = dyt.slice(c * CK, CK, dim=1).load(L).to(gl.float32)
             w = gl.load(W + c * CK * 64 + cols).to(gl.float32)
             acc += dy * w[None, :, :] * x
-        c2 = gl.sum(gl.sum(acc, axis=2), axis=1) * rstd_scale(rstd) / n_cols  # [ROWS]: sum(g * xhat) / dim
+        c2 = gl.sum(gl.sum(acc, axis=2), axis=1) * rstd_rows / n_cols  # [ROWS]: sum(g * xhat) / dim
         for c in gl.static_range(K // CK):
             xhat = xt.slice(c * CK, CK, dim=1).load(L).to(gl.float32) * rstd
             dy = dyt.slice(c * CK, CK, dim=1).load(L).to(gl.float32)
@@ -90,12 +89,6 @@ def _rmsnorm_bwd_chunks(x_desc, dy_desc, W, RSTD, DX, DW_PARTIAL, stride_dx, n_r
         mbarrier.invalidate(bars.index(s))
     for c in gl.static_range(K // CK):
         gl.store(DW_PARTIAL + pid.to(gl.int64) * n_cols + c * CK * 64 + cols, dws.slice(c * CK, CK, dim=0).load(LC))
-
-
-@gluon.jit
-def rstd_scale(rstd):
-    """rstd [ROWS, 1, 1] as [ROWS]: the sum was taken over x, not xhat."""
-    return gl.sum(gl.sum(rstd, axis=2), axis=1)
 
 
 def tma_layout():
@@ -122,8 +115,8 @@ def chunks_bwd(dy, x, w, rstd, rows_per_tile, warps, stages, ck, fill=None, prog
 
 def variants(dim):
     """(rows a tile, warps, stages, chunk of box rows): 64 KB tiles, two or three slots where they fit beside
-    the dw row, chunks of 2K or 4K columns a pass at 8 and 16 warps, 8K (or the row) at 32 warps (added after the first run:
-    EXPLORE_WARPS=32 runs those only)."""
+    the dw row, chunks of 2K or 4K columns a pass at 8 and 16 warps, 8K (or the row) at 32 warps (added after
+    the first run: EXPLORE_WARPS=32 runs those only)."""
     rows = max(1, 16384 // dim)
     out = []
     for stages in (2, 3):
