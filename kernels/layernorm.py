@@ -35,7 +35,10 @@ def _layernorm_fwd_tile(X, W, B, Y, MEAN, RSTD, tile, stride_x, stride_y, n_rows
     17.0-17.1, a copy 16.3), 56.0 against 52.3 at 65536 x 768; nor (session 32, explore86) one reduction instead
     of two, each 8-element group's (count, mean, M2) taken within its thread and merged across the row: 17.6-17.7
     against 16.9 us at 16384 x 768, 55.0 against 52.1 at 65536 x 768, 22.4 against 20.5 at 4096 x 4096, 76.1
-    against 68.7 at 16384 x 4096, the same at 65536 x 4096."""
+    against 68.7 at 16384 x 4096, the same at 65536 x 4096; nor (session 36, explore104, Gluon) every row's sums
+    kept inside one warp, no shared memory or barrier, at 1-16 warps a program: 17.31 against 17.25 us at
+    16384 x 768, 52.3-52.4 against 52.3 at 65536 x 768 (the autotuner already takes one row a program at one warp
+    there, the one warp-local layout this tile has; compile 17.25-17.28 and 52.1, a copy 17.0-17.1 and 51.2-51.5)."""
     rows = tile * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK)
     row_ok = rows < n_rows
