@@ -1,7 +1,7 @@
 """Session 36: the norm forwards at 768-wide rows with each row reduced inside one warp.
 
 At 768-wide rows the library's forward (kernels/layernorm.py, kernels/rmsnorm.py) holds a [ROWS, 1024] tile, and
-Triton lays it out with four warps across a row (sizePerThread [1, 8], warpsPerCTA [ROWS-ish, 4]; read from the
+Triton lays it out with four warps across a row (sizePerThread [1, 8], warpsPerCTA [1, 4] or [2, 4]; read from the
 TTGIR of an offline sm_90 compile, s36/explore104-offline.txt): each row reduction goes through shared memory
 behind a barrier, two of them in layernorm. torch.compile's kernel has the same layout, and the two tie at
 16384 x 768 (17.2 us each in norms.jsonl), the one goal point layernorm's forward does not win outright.
@@ -17,8 +17,8 @@ a program, its one warp-local layout.
 
 Checked against a float64 reference (output pre-filled with NaN), then timed by bench.timing beside the library's
 kernel, torch.compile of the suite's eager formula and a copy of the same bytes, three rounds in alternation.
-GPU only; `--offline` compiles each variant (and the library's kernel) for sm_90 (Triton 3.6, no GPU) and prints its layouts, barriers and
-registers.
+GPU only; `--offline` compiles each variant (and the library's kernel) for sm_90 (Triton 3.6, no GPU) and prints
+its layouts, barriers and registers.
 
 Run from the repository root: python3 baselines/h200/s36/explore104.py OUT.jsonl   (on a GPU)
                               python3 baselines/h200/s36/explore104.py --offline   (no GPU, Triton 3.6)
