@@ -1,10 +1,11 @@
 """Session 36: the norm forwards at 768-wide rows with each row reduced inside one warp.
 
-At 768-wide rows the library's forward (kernels/layernorm.py, kernels/rmsnorm.py) holds a [ROWS, 1024] tile, and
-Triton lays it out with four warps across a row (sizePerThread [1, 8], warpsPerCTA [1, 4] or [2, 4]; read from the
-TTGIR of an offline sm_90 compile, s36/explore104-offline.txt): each row reduction goes through shared memory
-behind a barrier, two of them in layernorm. torch.compile's kernel has the same layout, and the two tie at
-16384 x 768 (17.2 us each in norms.jsonl), the one goal point layernorm's forward does not win outright.
+At 768-wide rows the library's forward (kernels/layernorm.py, kernels/rmsnorm.py) holds a [ROWS, 1024] tile. At
+4 or 8 warps Triton lays it out with four warps across a row (sizePerThread [1, 8], warpsPerCTA [1, 4] or [2, 4];
+read from the TTGIR of an offline sm_90 compile, s36/explore104-offline.txt), so each row reduction goes through
+shared memory behind a barrier, two of them in layernorm. torch.compile's kernel is the same tile, and the two tie
+at 16384 x 768 (17.2 us each in norms.jsonl), the one goal point layernorm's forward does not win outright. The
+question: are those reductions what holds both at the tie?
 
 Here each warp owns whole rows, so a row's sums are its own lanes' shuffles, with no shared memory and no
 barrier: `_gluon_rows`, a [ROWS, KC, 256] tile (the row as KC chunks of 256 columns, 8 bf16 a lane, the last of
