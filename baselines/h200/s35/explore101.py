@@ -244,29 +244,39 @@ def shapes(default):
     return default
 
 
-def compile_report(label, fn, sig, consts, divisible, warps):
-    """Compiles Gluon kernel fn for sm_90a (no GPU), the pointers and the `divisible` integers declared divisible
-    by 16, and prints ptxas's registers and spills and the shared memory it takes."""
+def compile_sm90(fn, sig, consts, divisible, warps, source=None):
+    """Kernel fn compiled for sm_90a (no GPU), the pointers and the `divisible` integers declared divisible by 16;
+    `source` is the AST source class (Gluon's by default; triton.compiler.ASTSource for a @triton.jit kernel)."""
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
 
     sig = {**sig, **dict.fromkeys(consts, "constexpr")}
     names = list(sig)
     attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(names) if sig[n].startswith("*") or n in divisible}
-    src = GluonASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs)
-    try:
-        kern = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
-    except Exception as e:
-        print(label, "fails:", type(e).__name__, str(e)[:3000])
-        return
+    src = (source or GluonASTSource)(fn=fn, signature=sig, constexprs=consts, attrs=attrs)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
+
+
+def ptxas_info(kern):
+    """ptxas's register and spill lines for a compiled kernel."""
     ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
     with tempfile.TemporaryDirectory() as tmp:
         with open(os.path.join(tmp, "k.ptx"), "w") as f:
             f.write(kern.asm["ptx"])
         log = subprocess.run([ptxas, "-arch=sm_90a", "-v", os.path.join(tmp, "k.ptx"), "-o", os.path.join(tmp, "k.o")],
                              capture_output=True, text=True).stderr
-    info = [ln.split(":", 1)[-1].strip() for ln in log.splitlines() if "registers" in ln or "spill" in ln]
-    print(label + ":", "; ".join(info), f"| shared {kern.metadata.shared} B")
+    return [ln.split(":", 1)[-1].strip() for ln in log.splitlines() if "registers" in ln or "spill" in ln]
+
+
+def compile_report(label, fn, sig, consts, divisible, warps):
+    """Compiles Gluon kernel fn for sm_90a (see compile_sm90) and prints ptxas's registers and spills and the
+    shared memory it takes."""
+    try:
+        kern = compile_sm90(fn, sig, consts, divisible, warps)
+    except Exception as e:
+        print(label, "fails:", type(e).__name__, str(e)[:3000])
+        return
+    print(label + ":", "; ".join(ptxas_info(kern)), f"| shared {kern.metadata.shared} B")
 
 
 def offline():

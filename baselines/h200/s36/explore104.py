@@ -28,9 +28,7 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
-import tempfile
 
 import torch
 import triton
@@ -41,10 +39,10 @@ from triton.experimental.gluon import language as gl
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "s35"))
 
-from explore101 import emit, shapes, start, time_rounds  # noqa: E402
+from explore101 import compile_sm90, emit, ptxas_info, shapes, start, time_rounds  # noqa: E402
 from impls._compile import compile_fresh  # noqa: E402
-from impls.layernorm import EPS as LN_EPS, layernorm_eager  # noqa: E402
-from impls.rmsnorm import EPS as RMS_EPS, rmsnorm_eager  # noqa: E402
+from impls.layernorm import EPS as LN_EPS, layernorm_eager, reference as ln_reference  # noqa: E402
+from impls.rmsnorm import EPS as RMS_EPS, reference as rms_reference, rmsnorm_eager  # noqa: E402
 from kernels import layernorm as LN  # noqa: E402
 from kernels import rmsnorm as RN  # noqa: E402
 
@@ -148,11 +146,10 @@ def launch(x, w, b, y, layer, rows_per_tile, warps):
 
 
 def reference(x, w, b, layer):
-    xd = x.double()
+    """The suite's float64 reference of either norm."""
     if layer:
-        xc = xd - xd.mean(-1, keepdim=True)
-        return xc * torch.rsqrt(xc.pow(2).mean(-1, keepdim=True) + LN_EPS) * w.double() + b.double()
-    return xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + RMS_EPS) * w.double()
+        return ln_reference(x.double(), w.double(), b.double())
+    return rms_reference(x.double(), w.double())
 
 
 def checked(out, shape, label, run, y, want):
@@ -205,31 +202,15 @@ def main(path):
 
 def offline():
     """Compiles each variant at dim 768 for sm_90 (no GPU): its blocked layouts, bar.sync count, registers."""
-    from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     print(f"triton {triton.__version__}, sm_90, dim 768, bf16")
-    ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
-
-    from triton.experimental.gluon._runtime import GluonASTSource
 
     def report(label, fn, sig, consts, warps, source=ASTSource):
-        sig = {**sig, **dict.fromkeys(consts, "constexpr")}
-        names = list(sig)
-        attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(names)
-                 if sig[n].startswith("*") or n in ("stride_x", "stride_y")}
-        kern = triton.compile(source(fn=fn, signature=sig, constexprs=consts, attrs=attrs),
-                              target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
-        layouts = sorted(set(re.findall(r"#ttg\.blocked<\{[^}]*\}>", kern.asm["ttgir"])))
-        with tempfile.TemporaryDirectory() as tmp:
-            with open(os.path.join(tmp, "k.ptx"), "w") as f:
-                f.write(kern.asm["ptx"])
-            log = subprocess.run([ptxas, "-arch=sm_90a", "-v", os.path.join(tmp, "k.ptx"), "-o",
-                                  os.path.join(tmp, "k.o")], capture_output=True, text=True).stderr
-        regs = [ln.split(":", 1)[-1].strip() for ln in log.splitlines() if "registers" in ln]
+        kern = compile_sm90(fn, sig, consts, ("stride_x", "stride_y"), warps, source)
         print(f"{label}: bar.sync {kern.asm['ptx'].count('bar.sync')}, shared {kern.metadata.shared} B, "
-              f"{'; '.join(regs)}")
-        for lay in layouts:
+              f"{'; '.join(ptxas_info(kern))}")
+        for lay in sorted(set(re.findall(r"#ttg\.blocked<\{[^}]*\}>", kern.asm["ttgir"]))):
             print("   ", lay)
 
     for layer in (True, False):
@@ -248,7 +229,7 @@ def offline():
                    wp)
         for r, wp in GLUON_VARIANTS:
             report(f"{name} gluon: {r} rows a tile, {wp} warps", _gluon_rows, own_sig,
-                   {"n_cols": 768, "LAYER": layer, "KC": 4, "ROWS": r, "WARPS": wp, **no_bias}, wp, GluonASTSource)
+                   {"n_cols": 768, "LAYER": layer, "KC": 4, "ROWS": r, "WARPS": wp, **no_bias}, wp, source=None)
         for r, wp in VARIANTS:
             report(f"{name} warp_rows: {r} rows a tile, {wp} warps", _warp_rows, own_sig,
                    {"n_cols": 768, "LAYER": layer, "C": C, "KC": 4, "ROWS": r, **no_bias}, wp)
