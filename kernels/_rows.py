@@ -243,27 +243,46 @@ def _sum_partials_kernel(PARTIALS, OUT, n_programs, n_cols, BN: tl.constexpr, BP
     tl.store(OUT + k * n_cols + cols, tl.sum(acc, axis=0).to(OUT.dtype.element_ty), mask=cols < n_cols)
 
 
+SUM_STEP_ROWS = 1024  # partial rows sum_partials takes in one step at most
+
+
+def sum_tiling(n_programs: int, n_cols: int) -> tuple[int, int, int]:
+    """(BN, BP, warps) for sum_partials: every partial row in one step (up to SUM_STEP_ROWS), BN columns a
+    program so that a program sums 1024 elements a warp, 8 to 64 columns; 8 warps, 4 for rows of a 16K block.
+    Summed in steps of 64 or 256 rows before (session 37, explore105-106, H200, bf16, the whole backward, three
+    rounds), the sum cost 7.8-8.1 us at 3960 and 4092 x 4096 (233 and 241 partial rows: four steps) against 2.4 at
+    4096 x 4096 (256: one), and 5.7-5.9 at 924 and 1056 x 16384 (132: three) against 3.3 at 1024 x 16384 (128: two).
+    In one step, against in steps: rmsnorm 34.9 against 40.4-40.9 us at 4092 x 4096, 35.7-35.8 against 37.7-37.8 at
+    924 x 16384, 38.8-38.9 against 40.8-40.9 at 1056 x 16384, 83.6-84.0 against 84.4-84.7 at 65536 x 768,
+    15.3-16.0 against 15.8-16.5 at 2048 x 2048; layernorm 35.8-36.4 against 41.4-42.0, 38.3-38.9 against 38.9-39.4,
+    42.1-42.6 against 42.8-43.3, 86.2-86.3 against 86.7-87.0, 15.8-16.1 against 16.4-16.9. At 4096 x 4096 the
+    tiling is the same; at 1024 x 16384 and 16384 x 4096 the rounds overlap; at 4224 x 4096 (264 partial rows)
+    rmsnorm's overlap and layernorm's took 38.3-38.4 against 38.1-38.2. The warps: at 16K-wide rows 8 (twice the
+    columns a program) were slower for layernorm (42.8-43.4 against 41.2 us at 1024 x 16384), at 4096-wide rows 4
+    were slower for both (rmsnorm 35.5-35.9 at 4092 x 4096); why, was not measured."""
+    bp = min(triton.next_power_of_2(max(n_programs, 1)), SUM_STEP_ROWS)
+    warps = 4 if row_block(n_cols)[0] >= MAX_BLOCK else 8
+    bn = min(max(warps * 1024 // bp, 8), 64, triton.next_power_of_2(max(n_cols, 1)))
+    return bn, bp, warps
+
+
 def sum_partials(partials: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """[k, programs, dim] fp32 partial rows summed over programs into [k, dim] of `dtype`, one launch (the norm
-    backwards' dw, and db: torch's sum then a cast took two launches per partial), each program BN columns, summing
-    [BP, BN] tiles. With 256 partial rows or more (rows up to 4K wide), 32 columns a program, 256 partial rows a
-    step at 8 warps: one or two round trips a program. On an H200 (session 22, the whole backward, bf16) rmsnorm
-    36.9 against 40.2 us at 4096 x 4096 and layernorm 38.9 against 40.5 with tiles of 4096 a program an SM, both
-    10% faster at 16384 x 768 (a first version, 256 columns a program, had left three programs walking 528 partial
-    rows at dim 768: 139 against 96 us). Fewer partial rows (16K-wide rows: 64-132): 64 x 64 tiles, 64 columns a
-    program (rmsnorm 256 programs at dim 16384, layernorm's dw and db 512); on an H200 (session 24, explore49,
-    bf16) the sum took 3.2 against 4.2 us with tiles of 4096 a program an SM at rmsnorm 1024 x 16384 (the whole
-    backward 35.2 against 36.2-36.6), 3.0 against 4.3 at layernorm's (42.0 against 43.2), 4.3 against 5.7 and
-    4.3 against 4.9 at 4096 x 16384. Launched as a dependent of the backward kernel where it can be (see
-    dependent_launch). Summed inside the backward kernel instead, after a grid barrier (a cooperative launch, each
-    program then summing a slice of columns over every partial row), the backward was slower at every point
-    (H200, session 26, explore59, bf16): rmsnorm 38.2 against 35.8-36.3 us at 4096 x 4096 and 41.3 against
-    37.7-37.9 at 1024 x 16384, layernorm 38.8 against 37.4-38.1 and 44.5-44.8 against 41.0-41.4."""
+    backwards' dw, and db: torch's sum then a cast took two launches per partial), tiled by sum_tiling. Earlier
+    tilings, on an H200 (the whole backward, bf16): tiles of 4096 elements, a program an SM, took rmsnorm 40.2 us
+    at 4096 x 4096 against 36.9 with 32 columns a program (session 22; a first version with 256 columns a program
+    left three programs walking 528 partial rows at dim 768: 139 against 96 us); at 16K-wide rows 64 x 64 tiles took
+    3.2 us against 4.2 for tiles of 4096 (session 24, explore49); other tilings of 256 and 128 partial rows were no
+    faster than 32 or 64 columns a program (session 32, explore90). Launched as a dependent of the backward kernel
+    where it can be (see dependent_launch). Summed inside the backward kernel instead, after a grid barrier (a
+    cooperative launch, each program then summing a slice of columns over every partial row), the backward was
+    slower at every point (H200, session 26, explore59, bf16): rmsnorm 38.2 against 35.8-36.3 us at 4096 x 4096
+    and 41.3 against 37.7-37.9 at 1024 x 16384, layernorm 38.8 against 37.4-38.1 and 44.5-44.8 against
+    41.0-41.4."""
     k, n_programs, n_cols = partials.shape
     out = torch.empty(k, n_cols, dtype=dtype, device=partials.device)
     if n_cols:
-        bn, bp, warps = (32, 256, 8) if n_programs >= 256 else (64, 64, 4)
-        bn = min(bn, triton.next_power_of_2(n_cols))
+        bn, bp, warps = sum_tiling(n_programs, n_cols)
         _sum_partials_kernel[(triton.cdiv(n_cols, bn), k)](partials, out, n_programs, n_cols, BN=bn, BP=bp,
                                                             num_warps=warps, **dependent_kwargs(partials.device))
     return out

@@ -177,18 +177,35 @@ def test_autotune_prune_holds_rows_that_fit_a_block_whole():
 
 
 def test_partials_sum_into_the_weights_dtype():
-    """The norm backwards' [k, programs, dim] fp32 partials: summed over programs (more than one BP step and a
-    partial one; dim past one column block) into [k, dim] of the weights' dtype, in one launch."""
-    from kernels._rows import sum_partials
+    """The norm backwards' [k, programs, dim] fp32 partials: summed over programs (dim past one column block; past
+    SUM_STEP_ROWS partial rows, more than one step and a partial one) into [k, dim] of the weights' dtype."""
+    from kernels._rows import SUM_STEP_ROWS, sum_partials
 
-    # fewer than 256 partial rows: 64 x 64 tiles (one step; three, the last partial), or 256 a step and a partial one
-    for shape in ((2, 19, 300), (2, 130, 100), (1, 300, 45)):
+    for shape in ((2, 19, 300), (2, 130, 100), (1, SUM_STEP_ROWS + 37, 45)):
         partials = torch.randn(*shape, generator=torch.Generator().manual_seed(3))
         for dtype in (torch.float32, torch.bfloat16):
             got = sum_partials(partials, dtype)
             assert got.shape == (shape[0], shape[2]) and got.dtype == dtype
+            # fp32 sums of n terms of about 1: each addition may round by 6e-8 of the running sum
             torch.testing.assert_close(got.double(), partials.double().sum(1).to(dtype).double(),
-                                       rtol=1e-5 if dtype == torch.float32 else 1e-2, atol=1e-5)
+                                       rtol=1e-5 if dtype == torch.float32 else 1e-2, atol=1e-7 * shape[1])
+
+
+def test_partial_rows_sum_in_one_step():
+    """Every partial-row count a backward launches (up to four programs an SM) is summed in one step of BP rows, with
+    enough columns a program to fill its warps: in 64-row steps, 241 partial rows made rmsnorm's backward 5.5-6 us
+    slower at 4092 x 4096 on an H200 (session 37)."""
+    from kernels._rows import SUM_STEP_ROWS, sum_tiling
+
+    for n_programs in (1, 66, 128, 132, 233, 241, 256, 264, 525, 528, SUM_STEP_ROWS):
+        for n_cols in (768, 2048, 4096, 16384, 65536):
+            bn, bp, warps = sum_tiling(n_programs, n_cols)
+            assert n_programs <= bp < 2 * n_programs
+            assert 8 <= bn <= 64 and warps in (4, 8), (n_programs, n_cols, bn, bp, warps)
+            assert bp * bn == 1024 * warps or bn in (8, 64), (n_programs, n_cols, bn, bp, warps)
+    assert sum_tiling(SUM_STEP_ROWS + 1, 4096)[1] == SUM_STEP_ROWS  # more rows: steps of SUM_STEP_ROWS
+    assert sum_tiling(256, 4096) == (32, 256, 8) and sum_tiling(132, 16384) == (16, 256, 4)
+    assert sum_tiling(3, 5)[0] == 8 and sum_tiling(3, 3)[0] == 4  # at most the row's width (a power of two)
 
 
 def test_dependent_launch_only_where_compiled_for_a_gpu(monkeypatch):
