@@ -3,7 +3,7 @@ step) against the tiling before (steps of 64 partial rows at 4 warps, 32 columns
 from 256 partial rows up, 64 columns), each norm backward whole, at the library's program counts, three rounds,
 bf16, timed by bench.timing; each sum checked against the float64 sum of its partial rows (explore106's check).
 
-Run from the repository root: python3 baselines/h200/s37/explore107.py OUT.jsonl   (on a GPU)
+Run from the repository root: python3 baselines/h200/s37/explore107.py OUT.jsonl [ROWSxDIM ...]   (on a GPU)
                               TRITON_INTERPRET=1 python3 baselines/h200/s37/explore107.py --smoke   (CPU)
 """
 from __future__ import annotations
@@ -36,5 +36,8 @@ if __name__ == "__main__":
     explore106.SUMS = {"before": before, "lib": _rows.sum_partials}
     explore106.SHAPES = [(4092, 4096), (4096, 4096), (924, 16384), (1024, 16384), (65536, 768), (2048, 2048)]
     smoke = "--smoke" in sys.argv
-    paths = [a for a in sys.argv[1:] if not a.startswith("--")]
+    picked = [a for a in sys.argv[1:] if a[:1].isdigit()]  # shapes ROWSxDIM in place of the list above
+    paths = [a for a in sys.argv[1:] if not a.startswith("--") and a not in picked]
+    if picked:
+        explore106.SHAPES = [tuple(int(v) for v in a.split("x")) for a in picked]
     explore106.main(paths[0] if paths else None, smoke)
