@@ -249,17 +249,18 @@ SUM_STEP_ROWS = 1024  # partial rows sum_partials takes in one step at most
 def sum_tiling(n_programs: int, n_cols: int) -> tuple[int, int, int]:
     """(BN, BP, warps) for sum_partials: every partial row in one step (up to SUM_STEP_ROWS), BN columns a
     program so that a program sums 1024 elements a warp, 8 to 64 columns; 8 warps, 4 for rows of a 16K block.
-    Summed in steps of 64 or 256 rows before (session 37, explore105-106, H200, bf16, the whole backward, three
+    Summed in steps of 64 or 256 rows before (session 37, explore105-107, H200, bf16, the whole backward, three
     rounds), the sum cost 7.8-8.1 us at 3960 and 4092 x 4096 (233 and 241 partial rows: four steps) against 2.4 at
     4096 x 4096 (256: one), and 5.7-5.9 at 924 and 1056 x 16384 (132: three) against 3.3 at 1024 x 16384 (128: two).
-    In one step, against in steps: rmsnorm 34.9 against 40.4-40.9 us at 4092 x 4096, 35.7-35.8 against 37.7-37.8 at
-    924 x 16384, 38.8-38.9 against 40.8-40.9 at 1056 x 16384, 83.6-84.0 against 84.4-84.7 at 65536 x 768,
-    15.3-16.0 against 15.8-16.5 at 2048 x 2048; layernorm 35.8-36.4 against 41.4-42.0, 38.3-38.9 against 38.9-39.4,
-    42.1-42.6 against 42.8-43.3, 86.2-86.3 against 86.7-87.0, 15.8-16.1 against 16.4-16.9. At 4096 x 4096 the
-    tiling is the same; at 1024 x 16384 and 16384 x 4096 the rounds overlap; at 4224 x 4096 (264 partial rows)
-    rmsnorm's overlap and layernorm's took 38.3-38.4 against 38.1-38.2. The warps: at 16K-wide rows 8 (twice the
-    columns a program) were slower for layernorm (42.8-43.4 against 41.2 us at 1024 x 16384), at 4096-wide rows 4
-    were slower for both (rmsnorm 35.5-35.9 at 4092 x 4096); why, was not measured."""
+    In one step, against in steps (explore107 and 107b, each pair from one run): rmsnorm 34.6-35.1 against
+    40.0-40.6 us at 4092 x 4096, 35.5-36.0 against 37.1 at 924 x 16384, 15.4-15.9 against 16.0-16.4 at
+    1024 x 4096, 27.7-28.2 against 28.4-28.7 at 16384 x 768, 83.3-83.4 against 83.9-84.3 at 65536 x 768; layernorm
+    36.0-36.5 against 41.6-42.2, 38.4-38.9 against 39.4, 16.5-17.0 against 16.9-17.4, 28.7-29.2 against 29.5-29.7,
+    86.1-86.4 against 86.6-86.9. The same tiling at 4096 x 4096. Slower: rmsnorm at 128 partial rows of 16K
+    (37.4-38.0 against 37.0-37.5 us at 1024 x 16384, 111.8-112.1 against 110.8-111.1 at 4096 x 16384; layernorm
+    there within the rounds' spread or faster). The warps (explore106): at 16K-wide rows 8 (twice the columns a
+    program) were slower for layernorm (42.8-43.4 against 41.2 us at 1024 x 16384), at 4096-wide rows 4 were slower
+    for both (rmsnorm 35.5-35.9 against 34.9 at 4092 x 4096); why, was not measured."""
     bp = min(triton.next_power_of_2(max(n_programs, 1)), SUM_STEP_ROWS)
     warps = 4 if row_block(n_cols)[0] >= MAX_BLOCK else 8
     bn = min(max(warps * 1024 // bp, 8), 64, triton.next_power_of_2(max(n_cols, 1)))
