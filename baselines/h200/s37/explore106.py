@@ -11,7 +11,7 @@ the library launches it), at the library's program counts, three rounds, bf16, t
   two-8w     two steps: BP = next_power_of_2(programs) / 2, BN = 8192 / BP (8 to 64), 8 warps
 Each sum is checked against the float64 sum of its partial rows.
 
-Run from the repository root: python3 baselines/h200/s37/explore106.py OUT.jsonl   (on a GPU)
+Run from the repository root: python3 baselines/h200/s37/explore106.py OUT.jsonl [ROWSxDIM ...]   (on a GPU)
                               TRITON_INTERPRET=1 python3 baselines/h200/s37/explore106.py --smoke   (CPU)
 """
 from __future__ import annotations
@@ -35,18 +35,26 @@ from kernels import rmsnorm as RN  # noqa: E402
 from kernels._autotune import set_benchmark  # noqa: E402
 
 
-def tiled(steps: int, elements: int, warps: int):
-    """A sum_partials that walks the partial rows in `steps` steps of [BP, BN], BP * BN = elements."""
+def summed_as(tiling):
+    """A sum_partials launching the library's _sum_partials_kernel as the library does, tiled by
+    tiling(n_programs, n_cols) -> (BN, BP, warps) instead of kernels._rows.sum_tiling."""
     def sum_partials(partials, dtype):
         k, n_programs, n_cols = partials.shape
         out = torch.empty(k, n_cols, dtype=dtype, device=partials.device)
-        bp = max(triton.next_power_of_2(n_programs) // steps, 1)
-        bn = min(max(elements // bp, 8), 64, triton.next_power_of_2(n_cols))
+        bn, bp, warps = tiling(n_programs, n_cols)
         _rows._sum_partials_kernel[(triton.cdiv(n_cols, bn), k)](partials, out, n_programs, n_cols, BN=bn, BP=bp,
                                                                  num_warps=warps,
                                                                  **_rows.dependent_kwargs(partials.device))
         return out
     return sum_partials
+
+
+def tiled(steps: int, elements: int, warps: int):
+    """A sum_partials that walks the partial rows in `steps` steps of [BP, BN], BP * BN = elements."""
+    def tiling(n_programs, n_cols):
+        bp = max(triton.next_power_of_2(n_programs) // steps, 1)
+        return min(max(elements // bp, 8), 64, triton.next_power_of_2(n_cols)), bp, warps
+    return summed_as(tiling)
 
 
 SHAPES = [(4092, 4096), (4096, 4096), (4224, 4096), (924, 16384), (1024, 16384), (1056, 16384), (65536, 768),
@@ -95,7 +103,7 @@ def main(path, smoke):
             with_sum(module, spy, fn)()
             partials = seen["partials"]
             exact = partials.double().sum(1)  # [k, dim]
-            for name, sum_fn in SUMS.items():  # explore107 swaps SUMS and SHAPES
+            for name, sum_fn in SUMS.items():
                 got = sum_fn(partials, torch.float32).double()
                 err = float((got - exact).abs().max() / exact.abs().max())
                 emit(out, kind="check", shape=[rows, dim], norm=norm, sum=name, partial_rows=partials.shape[1],
@@ -113,7 +121,17 @@ def main(path, smoke):
                  median_us=round(s["median_ms"] * 1e3, 3), n=s["n"])
 
 
+def cli(sums=None, shapes=None):
+    """python3 SCRIPT OUT.jsonl [ROWSxDIM ...] | --smoke, with explore107-108's sums and shapes in place of these;
+    shapes on the command line replace them too."""
+    global SUMS, SHAPES
+    SUMS, SHAPES = sums or SUMS, shapes or SHAPES
+    picked = [a for a in sys.argv[1:] if a[:1].isdigit()]
+    if picked:
+        SHAPES = [tuple(int(v) for v in a.split("x")) for a in picked]
+    paths = [a for a in sys.argv[1:] if not a.startswith("--") and a not in picked]
+    main(paths[0] if paths else None, "--smoke" in sys.argv)
+
+
 if __name__ == "__main__":
-    smoke = "--smoke" in sys.argv
-    paths = [a for a in sys.argv[1:] if not a.startswith("--")]
-    main(paths[0] if paths else None, smoke)
+    cli()

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import sys
 
-import torch
 import triton
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -23,22 +22,11 @@ from explore106 import _rows  # noqa: E402
 from explore107 import before  # noqa: E402
 
 
-def one_64(partials, dtype):
-    """Every partial row in one step, 64 columns a program, 4 warps."""
-    k, n_programs, n_cols = partials.shape
-    out = torch.empty(k, n_cols, dtype=dtype, device=partials.device)
-    bp, bn = triton.next_power_of_2(n_programs), min(64, triton.next_power_of_2(n_cols))
-    _rows._sum_partials_kernel[(triton.cdiv(n_cols, bn), k)](partials, out, n_programs, n_cols, BN=bn, BP=bp,
-                                                             num_warps=4, **_rows.dependent_kwargs(partials.device))
-    return out
+def one_64(n_programs, n_cols):
+    """Every partial row in one step, 64 columns a program, 4 warps: (BN, BP, warps)."""
+    return min(64, triton.next_power_of_2(n_cols)), triton.next_power_of_2(n_programs), 4
 
 
 if __name__ == "__main__":
-    explore106.SUMS = {"lib": _rows.sum_partials, "before": before, "one-64": one_64}
-    explore106.SHAPES = [(1024, 16384), (4096, 16384), (924, 16384)]
-    smoke = "--smoke" in sys.argv
-    picked = [a for a in sys.argv[1:] if a[:1].isdigit()]  # shapes ROWSxDIM in place of the list above
-    paths = [a for a in sys.argv[1:] if not a.startswith("--") and a not in picked]
-    if picked:
-        explore106.SHAPES = [tuple(int(v) for v in a.split("x")) for a in picked]
-    explore106.main(paths[0] if paths else None, smoke)
+    explore106.cli({"lib": _rows.sum_partials, "before": explore106.summed_as(before),
+                    "one-64": explore106.summed_as(one_64)}, [(1024, 16384), (4096, 16384), (924, 16384)])
