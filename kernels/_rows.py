@@ -248,7 +248,8 @@ SUM_STEP_ROWS = 1024  # partial rows sum_partials takes in one step at most
 
 def sum_tiling(n_programs: int, n_cols: int) -> tuple[int, int, int]:
     """(BN, BP, warps) for sum_partials: every partial row in one step (up to SUM_STEP_ROWS), BN columns a
-    program so that a program sums 1024 elements a warp, 8 to 64 columns; 8 warps, 4 for rows of a 16K block.
+    program so that a program sums 1024 elements a warp at 8 warps, or 4096 at 4 warps for rows of a 16K block
+    (64 columns a program up to 256 partial rows), 8 to 64 columns.
     Summed in steps of 64 or 256 rows before (session 37, explore105-107, H200, bf16, the whole backward, three
     rounds), the sum cost 7.8-8.1 us at 3960 and 4092 x 4096 (233 and 241 partial rows: four steps) against 2.4 at
     4096 x 4096 (256: one), and 5.7-5.9 at 924 and 1056 x 16384 (132: three) against 3.3 at 1024 x 16384 (128: two).
@@ -256,14 +257,18 @@ def sum_tiling(n_programs: int, n_cols: int) -> tuple[int, int, int]:
     40.0-40.6 us at 4092 x 4096, 35.5-36.0 against 37.1 at 924 x 16384, 15.4-15.9 against 16.0-16.4 at
     1024 x 4096, 27.7-28.2 against 28.4-28.7 at 16384 x 768, 83.3-83.4 against 83.9-84.3 at 65536 x 768; layernorm
     36.0-36.5 against 41.6-42.2, 38.4-38.9 against 39.4, 16.5-17.0 against 16.9-17.4, 28.7-29.2 against 29.5-29.7,
-    86.1-86.4 against 86.6-86.9. The same tiling at 4096 x 4096. Slower: rmsnorm at 128 partial rows of 16K
-    (37.4-38.0 against 37.0-37.5 us at 1024 x 16384, 111.8-112.1 against 110.8-111.1 at 4096 x 16384; layernorm
-    there within the rounds' spread or faster). The warps (explore106): at 16K-wide rows 8 (twice the columns a
+    86.1-86.4 against 86.6-86.9. The same tiling at 4096 x 4096. At 16K-wide rows its first form, 1024 elements a
+    warp ([128, 32] tiles at 128 partial rows), was slower for rmsnorm (37.4-38.0 against 37.0-37.5 us at
+    1024 x 16384, 111.8-112.1 against 110.8-111.1 at 4096 x 16384); 64 columns a program won that back (session 38,
+    explore108, three rounds on one machine: 36.9-37.4 against 37.3-37.8, and 37.4-37.5 in steps, at 1024 x 16384;
+    111.1-111.6 against 111.7-112.5, and 111.2-111.5; 34.7-35.2 against 34.9-35.4 at 924 x 16384; layernorm the
+    same or faster). The warps (explore106): at 16K-wide rows 8 (twice the columns a
     program) were slower for layernorm (42.8-43.4 against 41.2 us at 1024 x 16384), at 4096-wide rows 4 were slower
     for both (rmsnorm 35.5-35.9 against 34.9 at 4092 x 4096); why, was not measured."""
     bp = min(triton.next_power_of_2(max(n_programs, 1)), SUM_STEP_ROWS)
-    warps = 4 if row_block(n_cols)[0] >= MAX_BLOCK else 8
-    bn = min(max(warps * 1024 // bp, 8), 64, triton.next_power_of_2(max(n_cols, 1)))
+    wide = row_block(n_cols)[0] >= MAX_BLOCK
+    warps, per_warp = (4, 4096) if wide else (8, 1024)
+    bn = min(max(warps * per_warp // bp, 8), 64, triton.next_power_of_2(max(n_cols, 1)))
     return bn, bp, warps
 
 

@@ -193,8 +193,9 @@ def test_partials_sum_into_the_weights_dtype():
 
 def test_partial_rows_sum_in_one_step():
     """Every partial-row count a backward launches (up to four programs an SM) is summed in one step of BP rows, with
-    enough columns a program to fill its warps: in 64-row steps, 241 partial rows made rmsnorm's backward 5.5-6 us
-    slower at 4092 x 4096 on an H200 (session 37)."""
+    enough columns a program to fill its warps (1024 elements a warp at 8 warps, 4096 at 4 for 16K-wide rows): in
+    64-row steps, 241 partial rows made rmsnorm's backward 5.5-6 us slower at 4092 x 4096 on an H200 (session 37);
+    at 16K-wide rows 64 columns a program beat 16-32 (session 38)."""
     from kernels._rows import SUM_STEP_ROWS, sum_tiling
 
     for n_programs in (1, 66, 128, 132, 233, 241, 256, 264, 525, 528, SUM_STEP_ROWS):
@@ -202,9 +203,11 @@ def test_partial_rows_sum_in_one_step():
             bn, bp, warps = sum_tiling(n_programs, n_cols)
             assert n_programs <= bp < 2 * n_programs
             assert 8 <= bn <= 64 and warps in (4, 8), (n_programs, n_cols, bn, bp, warps)
-            assert bp * bn == 1024 * warps or bn in (8, 64), (n_programs, n_cols, bn, bp, warps)
+            per_warp = 4096 if warps == 4 else 1024
+            assert warps == (4 if n_cols > 8192 else 8), (n_programs, n_cols, warps)
+            assert bp * bn == per_warp * warps or bn in (8, 64), (n_programs, n_cols, bn, bp, warps)
     assert sum_tiling(SUM_STEP_ROWS + 1, 4096)[1] == SUM_STEP_ROWS  # more rows: steps of SUM_STEP_ROWS
-    assert sum_tiling(256, 4096) == (32, 256, 8) and sum_tiling(132, 16384) == (16, 256, 4)
+    assert sum_tiling(256, 4096) == (32, 256, 8) and sum_tiling(132, 16384) == (64, 256, 4)
     assert sum_tiling(3, 5)[0] == 8 and sum_tiling(3, 3)[0] == 4  # at most the row's width (a power of two)
 
 
