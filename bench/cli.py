@@ -535,7 +535,7 @@ def compare(baseline, current, threshold, alpha, fmt, show_all, fail_on):
     if not verdicts:
         _fail("no rows in either file")
     if fmt == "markdown":
-        click.echo(cmp.markdown(verdicts, threshold, alpha, failing))
+        click.echo(cmp.markdown(verdicts, threshold, alpha, failing, show_all))
     elif fmt == "json":
         click.echo(cmp.as_json(verdicts, failing))
     else:
@@ -543,9 +543,8 @@ def compare(baseline, current, threshold, alpha, fmt, show_all, fail_on):
         for col in cmp.HEADER:
             table.add_column(col)
         styles = {"broken": "bold red", "slower": "red", "faster": "green", "noisy": "yellow", "fixed": "green"}
-        for v, cells in zip(sorted(verdicts, key=lambda v: cmp.ORDER.get(v.verdict, 9)), cmp.table_rows(verdicts)):
-            if show_all or v.verdict not in ("same", "not-timed"):
-                table.add_row(*cells, style=styles.get(v.verdict))
+        for v in cmp.listed(verdicts, show_all):
+            table.add_row(*cmp.row_cells(v), style=styles.get(v.verdict))
         console.print(table)
         console.print(", ".join(f"{n} {k}" for k, n in sorted(cmp.counts(verdicts).items())))
     if cmp.failed(verdicts, failing):

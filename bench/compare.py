@@ -179,7 +179,8 @@ def _point(pk: str) -> str:
         return pk
 
 
-def _fmt(v: Verdict) -> list[str]:
+def row_cells(v: Verdict) -> list[str]:
+    """A verdict as the cells of a report's row, under HEADER."""
     ratio = f"{v.ratio:.3f} [{v.ratio_lo:.3f}, {v.ratio_hi:.3f}]" if v.ratio is not None else "-"
     ms = lambda x: f"{x:.4g}" if x is not None and not (isinstance(x, float) and math.isnan(x)) else "-"
     p = f"{v.p_value:.2g}" if v.p_value is not None else "-"
@@ -199,23 +200,29 @@ def counts(verdicts: list[Verdict]) -> dict[str, int]:
     return out
 
 
-def markdown(verdicts: list[Verdict], threshold: float, alpha: float, failing: tuple[str, ...] = FAILING) -> str:
+UNCHANGED = ("same", "not-timed")  # verdicts a report lists only when asked for every row
+
+
+def listed(verdicts: list[Verdict], show_all: bool = False) -> list[Verdict]:
+    """The verdicts a report lists, in ORDER: those that changed, or with show_all every one."""
+    ordered = sorted(verdicts, key=lambda v: ORDER.get(v.verdict, 9))
+    return [v for v in ordered if show_all or v.verdict not in UNCHANGED]
+
+
+def markdown(verdicts: list[Verdict], threshold: float, alpha: float, failing: tuple[str, ...] = FAILING,
+             show_all: bool = False) -> str:
     c = counts(verdicts)
     head = "**Regression** :x:" if failed(verdicts, failing) else "**No regression** :white_check_mark:"
     gate = "" if "slower" in failing else ", timing not gated"
     lines = [f"{head} (threshold {threshold:.0%}, alpha {alpha}{gate}): " + ", ".join(f"{n} {k}" for k, n in sorted(c.items(), key=lambda kv: ORDER.get(kv[0], 9))), ""]
-    shown = [v for v in sorted(verdicts, key=lambda v: ORDER.get(v.verdict, 9)) if v.verdict != "same"]
+    shown = listed(verdicts, show_all)
     if shown:
         lines += ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
         for v in shown:
-            lines.append("| " + " | ".join(s.replace("|", "\\|") for s in _fmt(v)) + " |")
+            lines.append("| " + " | ".join(s.replace("|", "\\|") for s in row_cells(v)) + " |")
     return "\n".join(lines) + "\n"
 
 
 def as_json(verdicts: list[Verdict], failing: tuple[str, ...] = FAILING) -> str:
     return json.dumps({"failed": failed(verdicts, failing), "counts": counts(verdicts),
                        "rows": [asdict(v) for v in verdicts]}, indent=2, default=lambda x: None)
-
-
-def table_rows(verdicts: list[Verdict]) -> list[list[str]]:
-    return [_fmt(v) for v in sorted(verdicts, key=lambda v: ORDER.get(v.verdict, 9))]

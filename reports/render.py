@@ -396,7 +396,7 @@ def comparison(current: list[str], baselines: list[str]) -> dict | None:
     from bench import compare as cmp
 
     verdicts = cmp.compare_files(baselines, current)
-    rows = [{"verdict": v.verdict, "cells": cmp._fmt(v)} for v in sorted(verdicts, key=lambda v: cmp.ORDER.get(v.verdict, 9))]
+    rows = [{"verdict": v.verdict, "cells": cmp.row_cells(v)} for v in cmp.listed(verdicts, show_all=True)]
     return {"columns": cmp.HEADER, "rows": rows, "counts": cmp.counts(verdicts), "failed": cmp.failed(verdicts),
             "baselines": baselines}
 

@@ -111,6 +111,20 @@ def test_cli_exit_codes_and_formats(tmp_path):
     assert bench("compare", str(b), str(same), "--threshold", "abc").returncode == 2
 
 
+def test_all_lists_unchanged_rows_in_every_format(tmp_path):
+    """Without --all the table and the markdown list only the rows that changed; with it, every row (the markdown
+    ignored --all until session 38)."""
+    rng = np.random.default_rng(11)
+    b = write(tmp_path / "b.jsonl", [row("a", draw(rng)), row("b", draw(rng))])
+    slow = write(tmp_path / "slow.jsonl", [row("a", draw(rng, 1.3)), row("b", draw(rng))])
+    for fmt, same_row in (("markdown", "| same | rmsnorm:b |"), ("table", "same")):
+        short = bench("compare", str(b), str(slow), "--format", fmt)
+        every = bench("compare", str(b), str(slow), "--format", fmt, "--all")
+        assert short.returncode == every.returncode == 1, fmt
+        assert "rmsnorm:a" in short.stdout and "rmsnorm:b" not in short.stdout, fmt
+        assert "rmsnorm:a" in every.stdout and "rmsnorm:b" in every.stdout and same_row in every.stdout, fmt
+
+
 def test_fail_on_broken_gates_correctness_only(tmp_path):
     """--fail-on broken (for machines whose timing cannot be trusted): a 30% slowdown is listed but exits 0, a
     correctness loss still exits 1; the default fails on both."""
