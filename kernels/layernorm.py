@@ -249,7 +249,11 @@ def _layernorm_bwd_half(X, W, DY, MEAN, RSTD, DX, dw_ptr, db_ptr, stride_x, stri
     racy, still took 47.7-48.0. Nor was one CTA an SM with the next rows brought into a shared-memory ring by
     TMA or cp.async while the current one is reduced (Gluon; H200, session 35, explore101-102, bf16): at best
     77.0-77.5 against 41.1-41.5 us at 1024 x 16384 and 40.3-40.6 against 35.6-35.7 at 4096 x 4096. A 16K-wide row
-    held in registers spills at 8 to 32 warps (203 MB of local-memory traffic a call under ncu)."""
+    held in registers spills at 8 to 32 warps (203 MB of local-memory traffic a call under ncu). Nor was one
+    program a row range (one an SM) keeping only dw and db across a row, x and dy loaded again for dx after the
+    sums (no spill at 16 warps, sm_90a offline; H200, session 40, explore109, bf16, 8-32 warps, 1-2 stages, three
+    rounds): at best 51.0-51.6 against 41.1-41.2 us at 1024 x 16384, 155.2-155.6 against 129.6-130.0 at
+    4096 x 16384, 553.5-554.7 against 463.6-464.0 at 16384 x 16384."""
     own = half * HALF + tl.arange(0, HALF)
     other = (1 - half) * HALF + tl.arange(0, HALF)
     own_ok = own < n_cols
