@@ -1,0 +1,150 @@
+"""Session 40: where rmsnorm's backward row kernel spends the time it takes over an elementwise kernel of the same
+bytes (session 32, explore89, 4096 x 4096: 32.3-32.4 us without the partial-row sum against 28.5 for x + dy into
+dx). The library's row kernel (its rows-that-fit-a-block path) copied with parts switched off, each launched at the
+library's program count and at the config the library's autotuner picked for the shape, three rounds, bf16:
+  lib            kernels.rmsnorm.rmsnorm_bwd whole (row kernel, then the partial-row sum)
+  row            the library's row kernel alone (the sum not launched)
+  copy           the copy below with every part on (as `row`; checked equal to it)
+  no-partial     no dw partial (not accumulated, not stored)
+  no-reduce      no row sum: c = 0, so dx = rstd * dy * w
+  no-both        neither
+  add-same-grid  dx = x + dy, the same programs walking the same tiles
+  torch-add      torch.add(x, dy, out=dx), the elementwise floor explore89 measured
+
+Run from the repository root: python3 baselines/h200/s40/explore110.py OUT.jsonl [ROWSxDIM ...]   (on a GPU)
+                              TRITON_INTERPRET=1 python3 baselines/h200/s40/explore110.py --smoke   (CPU)
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+import triton
+import triton.language as tl
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(HERE))))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "s32"))
+
+from explore89 import emit  # noqa: E402
+
+from bench.timing import TimingConfig, autotune_bench, time_call  # noqa: E402
+from kernels import _rows  # noqa: E402
+from kernels import rmsnorm as RN  # noqa: E402
+from kernels._autotune import set_benchmark  # noqa: E402
+
+SHAPES = [(4096, 4096), (1024, 16384)]
+PARTS = {"copy": (True, True, False), "no-partial": (False, True, False), "no-reduce": (True, False, False),
+         "no-both": (False, False, False), "add-same-grid": (False, False, True)}  # PARTIAL, REDUCE, ADD
+
+
+@triton.jit
+def _ablated(X, W, DY, RSTD, DX, DW_PARTIAL, stride_x, stride_dy, stride_dx, n_rows, n_cols: tl.constexpr,
+             BLOCK: tl.constexpr, ROWS: tl.constexpr, STAGES: tl.constexpr, PARTIAL: tl.constexpr,
+             REDUCE: tl.constexpr, ADD: tl.constexpr):
+    """kernels.rmsnorm._rmsnorm_bwd_kernel's SINGLE path, with the dw partial (PARTIAL) and the row sum (REDUCE)
+    switchable, or (ADD) dx = x + dy alone."""
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    col_ok = cols < n_cols
+    dw = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
+    for tile in tl.range(pid, tl.cdiv(n_rows, ROWS), tl.num_programs(0), num_stages=STAGES):
+        rows = tile * ROWS + tl.arange(0, ROWS)
+        row_ok = rows < n_rows
+        mask = row_ok[:, None] & col_ok[None, :]
+        rows64 = rows.to(tl.int64)[:, None]
+        if ADD:
+            x = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            dy = tl.load(DY + rows64 * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            tl.store(DX + rows64 * stride_dx + cols[None, :], (x + dy).to(DX.dtype.element_ty), mask=mask)
+        else:
+            rstd = tl.load(RSTD + rows, mask=row_ok, other=0.0)
+            xhat = tl.load(X + rows64 * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32) * rstd[:, None]
+            dy = tl.load(DY + rows64 * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            if PARTIAL:
+                dw += dy * xhat
+            g = dy * tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
+            if REDUCE:
+                c = tl.sum(g * xhat, axis=1) / n_cols
+                dx = rstd[:, None] * (g - xhat * c[:, None])
+            else:
+                dx = rstd[:, None] * g
+            tl.store(DX + rows64 * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask)
+    if PARTIAL:
+        tl.store(DW_PARTIAL + pid.to(tl.int64) * n_cols + cols, tl.sum(dw, axis=0), mask=col_ok)
+
+
+def main(path, smoke):
+    out = open(path, "w") if path else None
+    dev = "cpu" if smoke else "cuda"
+    if not smoke:
+        set_benchmark(autotune_bench)  # as bench's worker does
+        emit(out, kind="env", gpu=torch.cuda.get_device_name(), torch=torch.__version__, triton=triton.__version__)
+    shapes = [(8, 64), (37, 300)] if smoke else SHAPES
+    calls = {}
+    for rows, dim in shapes:
+        g = torch.Generator(device=dev).manual_seed(0)
+        x = (torch.randn(rows, dim, device=dev, generator=g) + 0.5).bfloat16()
+        dy = torch.randn(rows, dim, device=dev, generator=g).bfloat16()
+        w = (1 + 0.1 * torch.randn(dim, device=dev, generator=g)).bfloat16()
+        _, rstd = RN.rmsnorm_fwd(x, w)
+        block, single = _rows.row_block(dim)
+        assert single, "rows that fit a block only"
+        programs, _ = _rows.reduction_programs(rows, block, x.device)
+        seen = {}
+        real = RN.sum_partials
+
+        def spy(partials, dtype, seen=seen):
+            seen["partials"] = partials.clone()
+            return real(partials, dtype)
+        RN.sum_partials = spy
+        try:
+            dx_lib, _ = RN.rmsnorm_bwd(dy, x, w, rstd)
+        finally:
+            RN.sum_partials = real
+        cfg = RN._rmsnorm_bwd_kernel.best_config
+        meta = {**cfg.kwargs, "num_warps": cfg.num_warps}
+        emit(out, kind="config", shape=[rows, dim], programs=programs, ROWS=meta["ROWS"], STAGES=meta["STAGES"],
+             num_warps=cfg.num_warps)
+        dx = torch.empty_like(x)
+        partials = torch.empty(1, programs, dim, dtype=torch.float32, device=x.device)
+
+        def ablated(parts, x=x, dy=dy, w=w, rstd=rstd, dx=dx, partials=partials, rows=rows, dim=dim, block=block,
+                    programs=programs, meta=meta):
+            partial, reduce, add = parts
+            return lambda: _ablated[(programs,)](x, w, dy, rstd, dx, partials[0], x.stride(0), dy.stride(0),
+                                                 dx.stride(0), rows, dim, BLOCK=block, PARTIAL=partial,
+                                                 REDUCE=reduce, ADD=add, **meta)
+
+        def row_only(x=x, dy=dy, w=w, rstd=rstd, dx=dx, partials=partials, rows=rows, dim=dim, block=block,
+                     programs=programs, rpp=_rows.reduction_programs(rows, block, x.device)[1]):
+            RN._rmsnorm_bwd_kernel[(programs,)](x, w, dy, rstd, dx, partials[0], x.stride(0), dy.stride(0),
+                                                dx.stride(0), rows, dim, rpp, BLOCK=block, SINGLE=True)
+
+        ablated(PARTS["copy"])()
+        same = bool(torch.equal(dx, dx_lib) and torch.equal(partials, seen["partials"]))
+        emit(out, kind="check", shape=[rows, dim], what="copy equals the library's row kernel", ok=same)
+        calls[(rows, dim, "lib")] = lambda x=x, dy=dy, w=w, rstd=rstd: RN.rmsnorm_bwd(dy, x, w, rstd)
+        calls[(rows, dim, "row")] = row_only
+        for name, parts in PARTS.items():
+            calls[(rows, dim, name)] = ablated(parts)
+        calls[(rows, dim, "torch-add")] = lambda x=x, dy=dy, dx=dx: torch.add(x, dy, out=dx)
+    for fn in calls.values():
+        fn()
+    if smoke:
+        print("smoke: every call ran")
+        return
+    for rnd in range(3):
+        for (rows, dim, name), fn in calls.items():
+            s = time_call(fn, dev, TimingConfig()).summary()
+            emit(out, kind="time", round=rnd, shape=[rows, dim], impl=name, median_us=round(s["median_ms"] * 1e3, 3),
+                 n=s["n"])
+
+
+if __name__ == "__main__":
+    picked = [a for a in sys.argv[1:] if a[:1].isdigit()]
+    if picked:
+        SHAPES = [tuple(int(v) for v in a.split("x")) for a in picked]
+    paths = [a for a in sys.argv[1:] if not a.startswith("--") and a not in picked]
+    main(paths[0] if paths else None, "--smoke" in sys.argv)
