@@ -10,6 +10,8 @@ library's program count and at the config the library's autotuner picked for the
   no-both        neither
   add-same-grid  dx = x + dy, the same programs walking the same tiles
   torch-add      torch.add(x, dy, out=dx), the elementwise floor explore89 measured
+  rR-wW-sS       at 4096-wide rows, the copy at ROWS R, W warps, STAGES S: two-row tiles, which the autotuner's
+                 prune (kernels._rows._sensible) does not offer there
 
 Run from the repository root: python3 baselines/h200/s40/explore110.py OUT.jsonl [ROWSxDIM ...]   (on a GPU)
                               TRITON_INTERPRET=1 python3 baselines/h200/s40/explore110.py --smoke   (CPU)
@@ -35,6 +37,7 @@ from kernels import rmsnorm as RN  # noqa: E402
 from kernels._autotune import set_benchmark  # noqa: E402
 
 SHAPES = [(4096, 4096), (1024, 16384)]
+TWO_ROWS = [(2, 8, 1), (2, 8, 3), (2, 16, 1), (2, 16, 3)]  # (ROWS, warps, STAGES) tried at 4096-wide rows
 PARTS = {"copy": (True, True, False), "no-partial": (False, True, False), "no-reduce": (True, False, False),
          "no-both": (False, False, False), "add-same-grid": (False, False, True)}  # PARTIAL, REDUCE, ADD
 
@@ -117,6 +120,12 @@ def main(path, smoke):
                                                  dx.stride(0), rows, dim, BLOCK=block, PARTIAL=partial,
                                                  REDUCE=reduce, ADD=add, **meta)
 
+        def tiled(r, wa, st, x=x, dy=dy, w=w, rstd=rstd, dx=dx, partials=partials, rows=rows, dim=dim, block=block,
+                  programs=programs):
+            return lambda: _ablated[(programs,)](x, w, dy, rstd, dx, partials[0], x.stride(0), dy.stride(0),
+                                                 dx.stride(0), rows, dim, BLOCK=block, PARTIAL=True, REDUCE=True,
+                                                 ADD=False, ROWS=r, STAGES=st, num_warps=wa)
+
         def row_only(x=x, dy=dy, w=w, rstd=rstd, dx=dx, partials=partials, rows=rows, dim=dim, block=block,
                      programs=programs, rpp=_rows.reduction_programs(rows, block, x.device)[1]):
             RN._rmsnorm_bwd_kernel[(programs,)](x, w, dy, rstd, dx, partials[0], x.stride(0), dy.stride(0),
@@ -130,6 +139,9 @@ def main(path, smoke):
         for name, parts in PARTS.items():
             calls[(rows, dim, name)] = ablated(parts)
         calls[(rows, dim, "torch-add")] = lambda x=x, dy=dy, dx=dx: torch.add(x, dy, out=dx)
+        if dim == 4096 or smoke:
+            for r, wa, st in TWO_ROWS:
+                calls[(rows, dim, f"r{r}-w{wa}-s{st}")] = tiled(r, wa, st)
     for fn in calls.values():
         fn()
     if smoke:
