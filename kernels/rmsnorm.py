@@ -159,7 +159,10 @@ def _rmsnorm_bwd_kernel(X, W, DY, RSTD, DX, DW_PARTIAL, stride_x, stride_dy, str
     program an SM in Gluon with a ring of 2-4 tiles in shared memory, filled by TMA or cp.async while the tile
     before is reduced (H200, session 35, explore101-103, bf16): at best 51.6-51.7 against 37.1-37.6 us at
     1024 x 16384 (the tile held in registers spills; read from shared memory twice in chunks it does not, and
-    took 52.4-55.7) and 37.1-37.6 against 34.1-34.7 at 4096 x 4096."""
+    took 52.4-55.7) and 37.1-37.6 against 34.1-34.7 at 4096 x 4096. Nor were two-row tiles at 4096-wide rows,
+    which the autotuner's prune does not offer (H200, session 40, explore110, the row kernel alone, three rounds):
+    32.5-32.6 us at 8 warps and 3 stages, as the autotuner's pick (one row, 8 warps, 3 stages), 35.1-48.2 at
+    16 warps or 1 stage."""
     pid = tl.program_id(0)
     first = pid * rows_per_program
     last = tl.minimum(first + rows_per_program, n_rows)
