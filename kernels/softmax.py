@@ -310,7 +310,10 @@ def row_segments(n_rows: int, n_cols: int, device: torch.device, chunk: int = SP
     session 24's statistics kernel; a copy of the same bytes: 18.4-20.2), slower at 256 x 65536 (31.3 against
     28.9, unsplit) and 1024 x 16384 (29.4 against 23.0); not adopted: waiting programs hold their SM's slots,
     correctness rests on a row's programs being resident together, and the CPU interpreter, running programs one
-    at a time, would hang."""
+    at a time, would hang. Nor, in one kernel with nothing shared, S programs a row that each take the whole row's
+    max and sum themselves, then write their own segment (H200, session 40, explore111, bf16, S = 2 or 4, three
+    rounds): at best 34.5 us against 25.5 at 256 x 65536, 51.9 against 31.5 at 64 x 262144, 21.1 against
+    17.6-18.2 at 128 x 65536."""
     sms = sm_count(device)
     want = SPLIT_PROGRAMS_PER_SM * sms
     if n_cols <= MAX_BLOCK or n_rows >= SPLIT_BELOW_ROWS_PER_SM * sms:
