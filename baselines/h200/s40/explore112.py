@@ -1,7 +1,7 @@
 """Session 40: rmsnorm's backward at 4096 x 4096 against the number of programs, with the warps and stages of each.
 
 explore110 found the library's persistent grid (256 programs, each walking 16 rows and then writing its dw partial
-row) costing 2.0 us even for a plain add (30.7 us against torch.add's 28.7), and the partial rows' sum 2.2-2.5.
+row) costing 2.0 us even for a plain add (30.7 us against torch.add's 28.7), and the partial rows' sum 2.1-2.5.
 More programs hide more latency but write more partial rows for the sum to read. Here, for each program count,
 warps and stages: `add` (explore110's add-same-grid: dx = x + dy on that grid) and `bwd` (explore110's copy of
 the library's row kernel on that grid, then the library's partial-row sum: the whole backward), three rounds,
