@@ -23,17 +23,14 @@ import triton
 import triton.language as tl
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(HERE))))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "s32"))
+sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "s35"))
 
-from explore89 import emit  # noqa: E402
+from _explore import begin, command_line, emit, timed_rounds  # noqa: E402
 
-from bench.timing import TimingConfig, autotune_bench, time_call  # noqa: E402
 from impls.layernorm import reference  # noqa: E402
 from kernels import _rows  # noqa: E402
 from kernels import layernorm as LN  # noqa: E402
-from kernels._autotune import set_benchmark  # noqa: E402
 
 VARIANTS = [(16, 1), (16, 2), (32, 1), (32, 2), (8, 1)]  # (warps, stages)
 SHAPES = [(1024, 16384), (4096, 16384), (16384, 16384)]
@@ -109,13 +106,9 @@ def offline():
         print(f"reload {warps} warps, {stages} stages: {info}")
 
 
-def main(path, smoke):
-    out = open(path, "w") if path else None
-    dev = "cpu" if smoke else "cuda"
-    if not smoke:
-        set_benchmark(autotune_bench)  # as bench's worker does
-        emit(out, kind="env", gpu=torch.cuda.get_device_name(), torch=torch.__version__, triton=triton.__version__)
-    shapes = [(8, 300), (37, 1000)] if smoke else SHAPES
+def main(shapes, path, smoke):
+    out, dev = begin(path, smoke)
+    shapes = [(8, 300), (37, 1000)] if smoke else shapes
     variants = VARIANTS[:1] if smoke else VARIANTS
     calls = {}
     for rows, dim in shapes:
@@ -142,19 +135,11 @@ def main(path, smoke):
     if smoke:
         print("smoke: every call ran")
         return
-    for rnd in range(3):
-        for (rows, dim, name), fn in calls.items():
-            s = time_call(fn, dev, TimingConfig()).summary()
-            emit(out, kind="time", round=rnd, shape=[rows, dim], impl=name, median_us=round(s["median_ms"] * 1e3, 3),
-                 n=s["n"])
+    timed_rounds(out, calls, dev)
 
 
 if __name__ == "__main__":
     if "--offline" in sys.argv:
         offline()
     else:
-        picked = [a for a in sys.argv[1:] if a[:1].isdigit()]
-        if picked:
-            SHAPES = [tuple(int(v) for v in a.split("x")) for a in picked]
-        paths = [a for a in sys.argv[1:] if not a.startswith("--") and a not in picked]
-        main(paths[0] if paths else None, "--smoke" in sys.argv)
+        main(*command_line(SHAPES))

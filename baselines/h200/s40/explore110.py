@@ -26,15 +26,12 @@ import triton
 import triton.language as tl
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(HERE))))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "s32"))
+sys.path.insert(0, HERE)
 
-from explore89 import emit  # noqa: E402
+from _explore import begin, command_line, emit, timed_rounds  # noqa: E402
 
-from bench.timing import TimingConfig, autotune_bench, time_call  # noqa: E402
 from kernels import _rows  # noqa: E402
 from kernels import rmsnorm as RN  # noqa: E402
-from kernels._autotune import set_benchmark  # noqa: E402
 
 SHAPES = [(4096, 4096), (1024, 16384)]
 TWO_ROWS = [(2, 8, 1), (2, 8, 3), (2, 16, 1), (2, 16, 3)]  # (ROWS, warps, STAGES) tried at 4096-wide rows
@@ -78,13 +75,9 @@ def _ablated(X, W, DY, RSTD, DX, DW_PARTIAL, stride_x, stride_dy, stride_dx, n_r
         tl.store(DW_PARTIAL + pid.to(tl.int64) * n_cols + cols, tl.sum(dw, axis=0), mask=col_ok)
 
 
-def main(path, smoke):
-    out = open(path, "w") if path else None
-    dev = "cpu" if smoke else "cuda"
-    if not smoke:
-        set_benchmark(autotune_bench)  # as bench's worker does
-        emit(out, kind="env", gpu=torch.cuda.get_device_name(), torch=torch.__version__, triton=triton.__version__)
-    shapes = [(8, 64), (37, 300)] if smoke else SHAPES
+def main(shapes, path, smoke):
+    out, dev = begin(path, smoke)
+    shapes = [(8, 64), (37, 300)] if smoke else shapes
     calls = {}
     for rows, dim in shapes:
         g = torch.Generator(device=dev).manual_seed(0)
@@ -147,16 +140,8 @@ def main(path, smoke):
     if smoke:
         print("smoke: every call ran")
         return
-    for rnd in range(3):
-        for (rows, dim, name), fn in calls.items():
-            s = time_call(fn, dev, TimingConfig()).summary()
-            emit(out, kind="time", round=rnd, shape=[rows, dim], impl=name, median_us=round(s["median_ms"] * 1e3, 3),
-                 n=s["n"])
+    timed_rounds(out, calls, dev)
 
 
 if __name__ == "__main__":
-    picked = [a for a in sys.argv[1:] if a[:1].isdigit()]
-    if picked:
-        SHAPES = [tuple(int(v) for v in a.split("x")) for a in picked]
-    paths = [a for a in sys.argv[1:] if not a.startswith("--") and a not in picked]
-    main(paths[0] if paths else None, "--smoke" in sys.argv)
+    main(*command_line(SHAPES))

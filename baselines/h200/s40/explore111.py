@@ -25,15 +25,12 @@ import triton
 import triton.language as tl
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(HERE))))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "s32"))
+sys.path.insert(0, HERE)
 
-from explore89 import emit  # noqa: E402
+from _explore import begin, command_line, emit, timed_rounds  # noqa: E402
 
-from bench.timing import TimingConfig, autotune_bench, time_call  # noqa: E402
 from kernels import softmax as SM  # noqa: E402
-from kernels._autotune import set_benchmark  # noqa: E402
-from kernels.softmax import _max_sum, _span_max_sum, _span_softmax  # noqa: E402,F401 - called from the kernel
+from kernels.softmax import _span_max_sum, _span_softmax  # noqa: E402,F401 - called from the kernel
 
 SHAPES = [(256, 65536), (64, 262144), (128, 65536)]
 VARIANTS = [(s, rot, c, w, st) for s in (2, 4) for rot in (False, True)
@@ -70,13 +67,9 @@ def own_stats(s: int, rotate: bool, c: int, warps: int, stages: int):
     return fwd
 
 
-def main(path, smoke):
-    out = open(path, "w") if path else None
-    dev = "cpu" if smoke else "cuda"
-    if not smoke:
-        set_benchmark(autotune_bench)  # as bench's worker does
-        emit(out, kind="env", gpu=torch.cuda.get_device_name(), torch=torch.__version__, triton=triton.__version__)
-    shapes = [(3, 20000), (2, 9000)] if smoke else SHAPES
+def main(shapes, path, smoke):
+    out, dev = begin(path, smoke)
+    shapes = [(3, 20000), (2, 9000)] if smoke else shapes
     variants = [(2, True, 4096, 4, 1), (4, False, 4096, 4, 3)] if smoke else VARIANTS
     calls = {}
     for rows, dim in shapes:
@@ -104,16 +97,8 @@ def main(path, smoke):
         dst = torch.empty_like(src)
         copies[(rows, dim, "copy")] = lambda src=src, dst=dst: dst.copy_(src)
     calls.update(copies)
-    for rnd in range(3):
-        for (rows, dim, name), fn in calls.items():
-            s = time_call(fn, dev, TimingConfig()).summary()
-            emit(out, kind="time", round=rnd, shape=[rows, dim], impl=name, median_us=round(s["median_ms"] * 1e3, 3),
-                 n=s["n"])
+    timed_rounds(out, calls, dev)
 
 
 if __name__ == "__main__":
-    picked = [a for a in sys.argv[1:] if a[:1].isdigit()]
-    if picked:
-        SHAPES = [tuple(int(v) for v in a.split("x")) for a in picked]
-    paths = [a for a in sys.argv[1:] if not a.startswith("--") and a not in picked]
-    main(paths[0] if paths else None, "--smoke" in sys.argv)
+    main(*command_line(SHAPES))

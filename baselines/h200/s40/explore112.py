@@ -16,17 +16,15 @@ import os
 import sys
 
 import torch
-import triton
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from explore110 import _ablated, emit  # noqa: E402
+from _explore import begin, command_line, emit, timed_rounds  # noqa: E402
+from explore110 import _ablated  # noqa: E402
 
-from bench.timing import TimingConfig, autotune_bench, time_call  # noqa: E402
 from kernels import _rows  # noqa: E402
 from kernels import rmsnorm as RN  # noqa: E402
-from kernels._autotune import set_benchmark  # noqa: E402
 
 SHAPES = [(4096, 4096)]
 PROGRAMS = (256, 264, 396, 528, 1056)
@@ -48,13 +46,9 @@ def on_grid(x, dy, w, rstd, programs, warps, stages, add):
     return call
 
 
-def main(path, smoke):
-    out = open(path, "w") if path else None
-    dev = "cpu" if smoke else "cuda"
-    if not smoke:
-        set_benchmark(autotune_bench)  # as bench's worker does
-        emit(out, kind="env", gpu=torch.cuda.get_device_name(), torch=torch.__version__, triton=triton.__version__)
-    shapes = [(37, 300)] if smoke else SHAPES
+def main(shapes, path, smoke):
+    out, dev = begin(path, smoke)
+    shapes = [(37, 300)] if smoke else shapes
     programs_list = (4, 8) if smoke else PROGRAMS
     configs = ((4, 3),) if smoke else CONFIGS
     calls = {}
@@ -82,16 +76,9 @@ def main(path, smoke):
     if smoke:
         print("smoke: every call ran")
         return
-    for rnd in range(3):
-        for (rows, dim, name, programs, warps, stages), fn in calls.items():
-            s = time_call(fn, dev, TimingConfig()).summary()
-            emit(out, kind="time", round=rnd, shape=[rows, dim], impl=name, programs=programs, warps=warps,
-                 stages=stages, median_us=round(s["median_ms"] * 1e3, 3), n=s["n"])
+    timed_rounds(out, calls, dev, lambda key: dict(zip(("impl", "programs", "warps", "stages"), key[2:]),
+                                                   shape=list(key[:2])))
 
 
 if __name__ == "__main__":
-    picked = [a for a in sys.argv[1:] if a[:1].isdigit()]
-    if picked:
-        SHAPES = [tuple(int(v) for v in a.split("x")) for a in picked]
-    paths = [a for a in sys.argv[1:] if not a.startswith("--") and a not in picked]
-    main(paths[0] if paths else None, "--smoke" in sys.argv)
+    main(*command_line(SHAPES))
