@@ -287,7 +287,11 @@ def sum_partials(partials: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     cooperative launch, each program then summing a slice of columns over every partial row), the backward was
     slower at every point (H200, session 26, explore59, bf16): rmsnorm 38.2 against 35.8-36.3 us at 4096 x 4096
     and 41.3 against 37.7-37.9 at 1024 x 16384, layernorm 38.8 against 37.4-38.1 and 44.5-44.8 against
-    41.0-41.4."""
+    41.0-41.4. Nor was adding each program's dw (db) row by atomics into one zeroed fp32 row, the last program
+    writing dw (H200, session 41, explore114, bf16, three rounds, against a copy of the row kernel ending in partial
+    rows and this sum): relaxed 4-wide atomics took rmsnorm 36.2-36.5 against 34.9-35.0 us at 4096 x 4096 and
+    42.4 against 41.2-41.9 at 1024 x 16384, layernorm 37.1-37.2 against 36.0-36.1 at 4096 x 4096; acq_rel ones
+    2.5-8.7 us more at the same programs and warps."""
     k, n_programs, n_cols = partials.shape
     out = torch.empty(k, n_cols, dtype=dtype, device=partials.device)
     if n_cols:
