@@ -1,4 +1,5 @@
-"""What session 40's explores (explore109-112) share: their command line, their results file and their timed rounds.
+"""What session 40's and 41's explores (explore109-114) share: their command line, their results file, their
+inputs, their timed rounds and their offline compile for sm_90a.
 
 Each is run as  python3 SCRIPT OUT.jsonl [ROWSxDIM ...]  on a GPU, or  TRITON_INTERPRET=1 python3 SCRIPT --smoke
 on a CPU (every call made once, nothing timed).
@@ -53,3 +54,24 @@ def timed_rounds(out, calls: dict, dev: str, fields=by_shape, rounds: int = 3) -
         for key, fn in calls.items():
             s = time_call(fn, dev, TimingConfig()).summary()
             emit(out, kind="time", round=rnd, **fields(key), median_us=round(s["median_ms"] * 1e3, 3), n=s["n"])
+
+
+def norm_inputs(rows: int, dim: int, dev: str) -> tuple[torch.Tensor, ...]:
+    """x, dy, w, b (bf16) for a norm's backward, drawn in that order from one seeded generator."""
+    g = torch.Generator(device=dev).manual_seed(0)
+    x = (torch.randn(rows, dim, device=dev, generator=g) + 0.5).bfloat16()
+    dy = torch.randn(rows, dim, device=dev, generator=g).bfloat16()
+    w = (1 + 0.1 * torch.randn(dim, device=dev, generator=g)).bfloat16()
+    b = (0.1 * torch.randn(dim, device=dev, generator=g)).bfloat16()
+    return x, dy, w, b
+
+
+def compile_offline(fn, sig: dict, consts: dict, divisible: tuple[str, ...], warps: int):
+    """(the kernel, ptxas's register and spill lines): @triton.jit kernel fn compiled for sm_90a without a GPU, by
+    session 35's explore101 helpers (pointers and the `divisible` integers declared divisible by 16)."""
+    from triton.compiler import ASTSource
+
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "s35"))
+    from explore101 import compile_sm90, ptxas_info
+    kern = compile_sm90(fn, sig, consts, divisible, warps, ASTSource)
+    return kern, ptxas_info(kern)

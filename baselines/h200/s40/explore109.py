@@ -24,9 +24,8 @@ import triton.language as tl
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "s35"))
 
-from _explore import begin, command_line, emit, timed_rounds  # noqa: E402
+from _explore import begin, command_line, compile_offline, emit, norm_inputs, timed_rounds  # noqa: E402
 
 from impls.layernorm import reference  # noqa: E402
 from kernels import _rows  # noqa: E402
@@ -89,18 +88,15 @@ def reload_bwd(warps: int, stages: int):
 
 def offline():
     """Every variant compiled for sm_90a at 16K-wide rows (no GPU): ptxas's registers and spills."""
-    from triton.compiler import ASTSource
-
-    from explore101 import compile_sm90, ptxas_info
     print(f"triton {triton.__version__}, sm_90a")
     sig = {"X": "*bf16", "W": "*bf16", "DY": "*bf16", "MEAN": "*fp32", "RSTD": "*fp32", "DX": "*bf16",
            "DW_PARTIAL": "*fp32", "DB_PARTIAL": "*fp32", "stride_x": "i32", "stride_dy": "i32", "stride_dx": "i32",
            "n_rows": "i32", "rows_per_program": "i32"}
     for warps, stages in VARIANTS:
         try:
-            kern = compile_sm90(_ln_bwd_reload, sig, {"n_cols": 16384, "BLOCK": 16384, "STAGES": stages},
-                                ("stride_x", "stride_dy", "stride_dx"), warps, ASTSource)
-            info = "; ".join(ptxas_info(kern)) + f" | shared {kern.metadata.shared} B"
+            kern, ptxas = compile_offline(_ln_bwd_reload, sig, {"n_cols": 16384, "BLOCK": 16384, "STAGES": stages},
+                                          ("stride_x", "stride_dy", "stride_dx"), warps)
+            info = "; ".join(ptxas) + f" | shared {kern.metadata.shared} B"
         except Exception as e:  # noqa: BLE001 - a variant that does not compile is a result
             info = f"fails: {type(e).__name__} {str(e)[:500]}"
         print(f"reload {warps} warps, {stages} stages: {info}")
@@ -112,11 +108,7 @@ def main(shapes, path, smoke):
     variants = VARIANTS[:1] if smoke else VARIANTS
     calls = {}
     for rows, dim in shapes:
-        g = torch.Generator(device=dev).manual_seed(0)
-        x = (torch.randn(rows, dim, device=dev, generator=g) + 0.5).bfloat16()
-        dy = torch.randn(rows, dim, device=dev, generator=g).bfloat16()
-        w = (1 + 0.1 * torch.randn(dim, device=dev, generator=g)).bfloat16()
-        b = (0.1 * torch.randn(dim, device=dev, generator=g)).bfloat16()
+        x, dy, w, b = norm_inputs(rows, dim, dev)
         _, mean, rstd = LN.layernorm_fwd(x, w, b)
         xd, wd, bd = (t.double().requires_grad_() for t in (x, w, b))
         reference(xd, wd, bd).backward(dy.double())

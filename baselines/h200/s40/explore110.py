@@ -28,7 +28,7 @@ import triton.language as tl
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from _explore import begin, command_line, emit, timed_rounds  # noqa: E402
+from _explore import begin, command_line, emit, norm_inputs, timed_rounds  # noqa: E402
 
 from kernels import _rows  # noqa: E402
 from kernels import rmsnorm as RN  # noqa: E402
@@ -80,10 +80,7 @@ def main(shapes, path, smoke):
     shapes = [(8, 64), (37, 300)] if smoke else shapes
     calls = {}
     for rows, dim in shapes:
-        g = torch.Generator(device=dev).manual_seed(0)
-        x = (torch.randn(rows, dim, device=dev, generator=g) + 0.5).bfloat16()
-        dy = torch.randn(rows, dim, device=dev, generator=g).bfloat16()
-        w = (1 + 0.1 * torch.randn(dim, device=dev, generator=g)).bfloat16()
+        x, dy, w, _ = norm_inputs(rows, dim, dev)
         _, rstd = RN.rmsnorm_fwd(x, w)
         block, single = _rows.row_block(dim)
         assert single, "rows that fit a block only"

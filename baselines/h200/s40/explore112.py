@@ -20,7 +20,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from _explore import begin, command_line, emit, timed_rounds  # noqa: E402
+from _explore import begin, command_line, emit, norm_inputs, timed_rounds  # noqa: E402
 from explore110 import _ablated  # noqa: E402
 
 from kernels import _rows  # noqa: E402
@@ -53,10 +53,7 @@ def main(shapes, path, smoke):
     configs = ((4, 3),) if smoke else CONFIGS
     calls = {}
     for rows, dim in shapes:
-        g = torch.Generator(device=dev).manual_seed(0)
-        x = (torch.randn(rows, dim, device=dev, generator=g) + 0.5).bfloat16()
-        dy = torch.randn(rows, dim, device=dev, generator=g).bfloat16()
-        w = (1 + 0.1 * torch.randn(dim, device=dev, generator=g)).bfloat16()
+        x, dy, w, _ = norm_inputs(rows, dim, dev)
         _, rstd = RN.rmsnorm_fwd(x, w)
         dx_lib, dw_lib = RN.rmsnorm_bwd(dy, x, w, rstd)
         calls[(rows, dim, "lib", 0, 0, 0)] = lambda x=x, dy=dy, w=w, rstd=rstd: RN.rmsnorm_bwd(dy, x, w, rstd)

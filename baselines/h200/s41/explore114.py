@@ -36,7 +36,7 @@ import triton.language as tl
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "s40"))
 
-from _explore import begin, emit, timed_rounds  # noqa: E402
+from _explore import begin, compile_offline, emit, norm_inputs, timed_rounds  # noqa: E402
 
 from kernels import _rows  # noqa: E402
 from kernels import layernorm as LN  # noqa: E402
@@ -109,11 +109,7 @@ def error(got: torch.Tensor, ref: torch.Tensor) -> float:
 
 
 def point(norm, rows, dim, dev, smoke, out, calls, checks_after):
-    g = torch.Generator(device=dev).manual_seed(0)
-    x = (torch.randn(rows, dim, device=dev, generator=g) + 0.5).bfloat16()
-    dy = torch.randn(rows, dim, device=dev, generator=g).bfloat16()
-    w = (1 + 0.1 * torch.randn(dim, device=dev, generator=g)).bfloat16()
-    b = (0.1 * torch.randn(dim, device=dev, generator=g)).bfloat16()
+    x, dy, w, b = norm_inputs(rows, dim, dev)
     layer = norm == "layernorm"
     if layer:
         _, mean, rstd = LN.layernorm_fwd(x, w, b)
@@ -221,10 +217,6 @@ def main(path, smoke):
 
 def offline():
     """The atomic epilogue compiled for sm_90a at 4096-wide rows (no GPU): the atomics' PTX, registers, spills."""
-    from triton.compiler import ASTSource
-
-    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "s35"))
-    from explore101 import compile_sm90, ptxas_info
     print(f"triton {triton.__version__}, sm_90a")
     sig = {"X": "*bf16", "W": "*bf16", "DY": "*bf16", "MEAN": "*fp32", "RSTD": "*fp32", "DX": "*bf16",
            "DW_PARTIAL": "*fp32", "DB_PARTIAL": "*fp32", "ACC": "*fp32", "CNT": "*i32", "DW": "*bf16", "DB": "*bf16",
@@ -232,9 +224,9 @@ def offline():
     for layer in (False, True):
         for sem in ("relaxed", "acq_rel"):
             consts = {"BLOCK": 4096, "ROWS": 1, "STAGES": 3, "LAYER": layer, "ATOMIC": True, "SEM": sem}
-            kern = compile_sm90(_bwd, sig, consts, ("stride_x", "stride_dy", "stride_dx", "n_cols"), 4, ASTSource)
+            kern, ptxas = compile_offline(_bwd, sig, consts, ("stride_x", "stride_dy", "stride_dx", "n_cols"), 4)
             ops = sorted(set(re.findall(r"\b(?:red|atom)\.[\w.]+", kern.asm["ptx"])))
-            print(f"{'layernorm' if layer else 'rmsnorm'} {sem}, 4 warps: {'; '.join(ptxas_info(kern))} | {ops}")
+            print(f"{'layernorm' if layer else 'rmsnorm'} {sem}, 4 warps: {'; '.join(ptxas)} | {ops}")
 
 
 if __name__ == "__main__":
