@@ -174,7 +174,11 @@ def _softmax_fwd_rows(X, Y, tile, stride_x, stride_y, n_rows, n_cols, BLOCK: tl.
     37.3 us at 32 warps (64 registers a thread, 34 spilled) against 25.7 at 256 x 65536, and without spills 30.9
     against 25.2 at 512 x 32768. Held over a cluster of 2-8 CTAs instead (num_ctas, Hopper), it compiles with
     Triton 3.9 offline without spills, but Triton 3.6 fails to compile it at every cluster size ("parent layout
-    must have at least rank >= 2", session 33, explore94)."""
+    must have at least rank >= 2", session 33, explore94). Nor was a row held whole in shared memory, one program
+    an SM (Gluon: every chunk of the row loaded at once by TMA, the statistics taken as chunks arrive, y written in
+    place and stored by TMA while the next row loads; H200, session 42, explore115, bf16, three rounds): at best
+    33.4 us against 25.4 at 256 x 65536, 18.2 against 17.5-17.8 at 128 x 65536, 26.5 against 25.2 at 512 x 32768;
+    at 4 warps 134-162 us: most likely the work on each chunk, not DRAM, sets its pace (not measured)."""
     for i in range(ROWS):
         row = tile * ROWS + i
         if row < n_rows:
