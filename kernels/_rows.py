@@ -291,7 +291,11 @@ def sum_partials(partials: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     writing dw (H200, session 41, explore114, bf16, three rounds, against a copy of the row kernel ending in partial
     rows and this sum): relaxed 4-wide atomics took rmsnorm 36.2-36.5 against 34.9-35.0 us at 4096 x 4096 and
     42.4 against 41.2-41.9 at 1024 x 16384, layernorm 37.1-37.2 against 36.0-36.1 at 4096 x 4096; acq_rel ones
-    2.5-8.7 us more at the same programs and warps."""
+    2.5-8.7 us more at the same programs and warps. The partial rows stay fp32: stored in bf16 (w bf16, the same
+    kernels and sum; H200, session 43, explore116, three rounds) they saved 0-1.9 us (rmsnorm 33.95-34.46 against
+    34.08-34.53 us at 4096 x 4096, 35.4-35.9 against 36.8-37.2 at 1024 x 16384; layernorm 35.0-35.3 against
+    36.0-36.2 and a tie at 1024 x 16384; 1-2% at 16384 x 4096), for dw's relative rms error 1.4x larger against
+    float64 (2.4e-3 against 1.7e-3); more programs, their partial rows cheaper so, were slower still."""
     k, n_programs, n_cols = partials.shape
     out = torch.empty(k, n_cols, dtype=dtype, device=partials.device)
     if n_cols:
