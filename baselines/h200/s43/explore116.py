@@ -13,9 +13,10 @@ rounds in alternation, bf16:
   bf16-pN      the same at N programs (4096-wide rows: more programs cost fewer partial-row bytes now)
   fp32-pN      the library's fp32 partial rows at N programs
   add          torch.add(x, dy, out=dx): an elementwise kernel of nearly the same bytes
-Checks, each after the first call and again after the timed rounds, dx and the grads first filled with NaN: dx
-against the library's (bit-equal where the autotuner took the same config), dw (db) against float64 (ok within 2^-6) as the largest
-difference over the largest |reference| and as the relative root-mean-square error, both beside the library's.
+Checks, each after the first call and again after the timed rounds, dx first filled with NaN (the grads are new
+tensors each call): dx against the library's (bit-equal where the autotuner took the same config); dw (db) against
+float64 as the largest difference over the largest |reference| (ok within 2^-6) and as the relative
+root-mean-square error, both beside the library's.
 
 Run from the repository root: python3 baselines/h200/s43/explore116.py OUT.jsonl   (on a GPU)
                               TRITON_INTERPRET=1 python3 baselines/h200/s43/explore116.py --smoke   (CPU)
@@ -94,8 +95,8 @@ def point(norm, rows, dim, dev, out, calls, checks):
     lib_cfg = str(kern.best_config)
     emit(out, kind="check", norm=norm, shape=[rows, dim], impl="lib", config=lib_cfg,
          grad_err=[errors(g, r) for g, r in zip(lib_grads, refs)])
-    block, _ = _rows.row_block(dim)
-    split = layer and _rows.split_columns(*_rows.row_block(dim))
+    block, single = _rows.row_block(dim)
+    split = layer and _rows.split_columns(block, single)
     base = _rows.reduction_programs(rows, block, x.device, split)[0]
     dx = torch.empty_like(x)
     variants = {}
