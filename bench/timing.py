@@ -1,7 +1,7 @@
 """The suite's only timer.
 
 GPU: CUDA events around each sample, L2 flushed before each sample (a buffer of twice the L2 size is
-zeroed) and the stream held by a spin kernel while the host issues the call, warmup until steady, then
+claimed, its lines' eviction priority reset and zeroed: kernels.l2) and the stream held by a spin kernel while the host issues the call, warmup until steady, then
 samples until a stopping rule holds; CUDA-graph replay for calls too short to time one by one. CPU: perf_counter with the same warmup and stopping rules. Host time per call is
 recorded on both so launch-bound points can be told apart.
 """
@@ -123,7 +123,7 @@ def _steady(times: list[float], tol: float) -> bool:
 
 
 class _L2Flusher:
-    """Zeroes a buffer twice the size of L2 so every sample starts with a cold cache.
+    """Leaves L2 holding only a buffer twice its size, dirty, so every sample starts with a cold cache.
 
     Zeroing, as nvbench and triton.testing.do_bench do, leaves L2 full of dirty lines, so the timed call pays for
     writing back data it did not produce; reading the buffer instead leaves clean lines. On an H200 (session 18,
@@ -132,16 +132,30 @@ class _L2Flusher:
     32 MB in and 32 MB out, where Triton copies with evict_first loads or streaming stores were no faster. Zeroing
     stays: a kernel in a model runs after kernels that wrote their outputs, and with a read flush a call whose own
     outputs fit in L2 would not pay for writing them back within the timed window either, which undercounts
-    exactly the small memory-bound calls the flush is for."""
+    exactly the small memory-bound calls the flush is for.
+
+    Zeroing alone does not evict lines loaded with evict_last, nor reset an L2 line's eviction priority, so the
+    buffer is first claimed and demoted (kernels.l2.reset_l2). NOTE: on an H200 (session 44, explore121-123, bf16,
+    32 MiB) a copy of x after the library's long-row softmax of x (which loads x with evict_last) read 18.6-18.9 us
+    under zeroing alone, through 2000 samples, against 20.2-20.8 after any other call; the softmax itself 26.0
+    against 27.0-27.4 once the residue was cleared; and after a flush that left its own lines at evict_first, plain
+    zeroing read 19.9 against 20.4-20.7 for copies nothing had marked. After the reset, copies read as in a process
+    that never used a priority (20.7-20.8 against 20.4-20.8) and a marked one within 0.35 us of them."""
 
     def __init__(self, device):
         import torch
 
-        l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 50 * 2**20) or 50 * 2**20
-        self.buf = torch.empty(2 * l2 // 4, dtype=torch.int32, device=device)
+        from kernels.l2 import LINE, priorities_supported
+
+        dev = torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
+        l2 = getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 50 * 2**20) or 50 * 2**20
+        self.buf = torch.empty(-(-2 * l2 // LINE) * LINE // 4, dtype=torch.int32, device=dev)
+        self.priorities = priorities_supported(dev)
 
     def __call__(self):
-        self.buf.zero_()
+        from kernels.l2 import reset_l2
+
+        reset_l2(self.buf, self.priorities)
 
 
 _FLUSHERS: dict[int, _L2Flusher] = {}
