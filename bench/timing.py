@@ -135,12 +135,12 @@ class _L2Flusher:
     exactly the small memory-bound calls the flush is for.
 
     Zeroing alone does not evict lines loaded with evict_last, nor reset an L2 line's eviction priority, so the
-    buffer is first claimed and demoted (kernels.l2.reset_l2). NOTE: on an H200 (session 44, explore121-123, bf16,
-    32 MiB) a copy of x after the library's long-row softmax of x (which loads x with evict_last) read 18.6-18.9 us
-    under zeroing alone, through 2000 samples, against 20.2-20.8 after any other call; the softmax itself 26.0
-    against 27.0-27.4 once the residue was cleared; and after a flush that left its own lines at evict_first, plain
-    zeroing read 19.9 against 20.4-20.7 for copies nothing had marked. After the reset, copies read as in a process
-    that never used a priority (20.7-20.8 against 20.4-20.8) and a marked one within 0.35 us of them."""
+    buffer is first claimed and demoted (kernels.l2.reset_l2). NOTE: on H200s (session 44, bf16, 32 MiB), under
+    zeroing alone a copy of x read 18.6-19.3 us through 2000 samples once the library's long-row softmax of x, or a
+    kernel loading x with evict_last, had run, against 20.2-21.2 after any other call (explore121-123); and once a
+    flush had left its own lines at evict_first, later plain zeroing read 19.9 against 20.4-20.7 (explore123). With
+    the reset, copies of x read 20.4-20.5 us whatever was timed before them, the long-row softmax or rmsnorm of x
+    included (explore124), and the softmax itself 25.7-25.9 (25.4-25.6 before: its own residue flattered it little)."""
 
     def __init__(self, device):
         import torch
@@ -151,6 +151,8 @@ class _L2Flusher:
         l2 = getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 50 * 2**20) or 50 * 2**20
         self.buf = torch.empty(-(-2 * l2 // LINE) * LINE // 4, dtype=torch.int32, device=dev)
         self.priorities = priorities_supported(dev)
+        self()  # the reset's kernels compile here, not inside the first point's warmup
+        torch.cuda.synchronize(dev)
 
     def __call__(self):
         from kernels.l2 import reset_l2
