@@ -128,6 +128,24 @@ def probe_change(base, cur) -> str:
     return f"copy probe {b:.3g}->{c:.3g} us ({c / b - 1:+.0%})"
 
 
+def _flush(row) -> str:
+    """The L2 flush a row was timed after: its `l2_flush` ("reset": claim, demote, zero; "zero"), "zero" for a
+    flushed row from before rows recorded it (session 44), "none" for an unflushed one (CPU rows, --no-flush)."""
+    flushed = row.get("l2_flushed")
+    if not isinstance(flushed, (bool, np.bool_)) or not flushed:
+        return "none"
+    method = row.get("l2_flush")
+    return method if isinstance(method, str) and method else "zero"
+
+
+def flush_change(base, cur) -> str:
+    """"L2 flush zero->reset" where the two rows were timed after different flushes: zeroing alone left lines
+    loaded with evict_last in L2, so a point then read faster when such a kernel had run on its inputs before
+    (bench/timing.py, _L2Flusher); "" otherwise."""
+    b, c = _flush(base), _flush(cur)
+    return "" if b == c else f"L2 flush {b}->{c}"
+
+
 def compare_frames(base: pd.DataFrame, cur: pd.DataFrame, threshold: float = 0.05, alpha: float = 0.01) -> list[Verdict]:
     b, c = _last(base), _last(cur)
     out: list[Verdict] = []
@@ -158,7 +176,8 @@ def compare_frames(base: pd.DataFrame, cur: pd.DataFrame, threshold: float = 0.0
                 v.verdict, info = judge_pair(bs, cs, threshold, alpha)
                 for k, val in info.items():
                     setattr(v, k, val)
-                notes = (config_change(br.get("kernel_configs"), cr.get("kernel_configs")), probe_change(br, cr))
+                notes = (config_change(br.get("kernel_configs"), cr.get("kernel_configs")), probe_change(br, cr),
+                         flush_change(br, cr))
                 v.note = "; ".join(n for n in notes if n)
         out.append(v)
     return out

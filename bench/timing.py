@@ -151,6 +151,7 @@ class _L2Flusher:
         l2 = getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 50 * 2**20) or 50 * 2**20
         self.buf = torch.empty(-(-2 * l2 // LINE) * LINE // 4, dtype=torch.int32, device=dev)
         self.priorities = priorities_supported(dev)
+        self.method = "reset" if self.priorities else "zero"  # rows record it (l2_flush); bench compare names a change
         self()  # the reset's kernels compile here, not inside the first point's warmup
         torch.cuda.synchronize(dev)
 
@@ -207,6 +208,7 @@ def time_cuda(fn: Callable[[], object], cfg: TimingConfig, call_range: Callable[
     rng = call_range or (lambda phase: nullcontext())
     device = torch.cuda.current_device()
     flush = l2_flusher(device) if cfg.flush_l2 else (lambda: None)
+    flush_method = getattr(flush, "method", None)
 
     torch.cuda.synchronize()
     t0 = time.perf_counter()
@@ -242,7 +244,8 @@ def time_cuda(fn: Callable[[], object], cfg: TimingConfig, call_range: Callable[
     if use_graph:
         timing = _time_graph(fn, cfg, rng, flush, event_ms, first, len(warm))
         if timing is not None:
-            timing.extra.update(eager_event_ms=event_ms, launch_bound=timing.cpu_ms >= timing.summary()["median_ms"])
+            timing.extra.update(eager_event_ms=event_ms, launch_bound=timing.cpu_ms >= timing.summary()["median_ms"],
+                                l2_flush=flush_method)
             return timing
 
     # Events time the device from the start event to the end event; if the host is still issuing the call when
@@ -289,7 +292,7 @@ def time_cuda(fn: Callable[[], object], cfg: TimingConfig, call_range: Callable[
             why = "max_time"
     timing = Timing(samples, statistics.median(host), first, len(warm), "cuda_event", why, cfg.flush_l2)
     timing.extra.update(eager_event_ms=event_ms, launch_bound=timing.cpu_ms >= timing.summary()["median_ms"],
-                        late_samples=len(late))
+                        late_samples=len(late), l2_flush=flush_method)
     return timing
 
 

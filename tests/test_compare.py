@@ -195,6 +195,22 @@ def test_note_names_a_moved_copy_probe_on_memory_bound_rows(tmp_path):
     assert both == "copy probe 20->18 us (-10%)"
 
 
+def test_note_names_a_changed_l2_flush(tmp_path):
+    """A row timed after another flush than its baseline says so; a flushed row from before rows recorded the flush
+    counts as zeroing alone, and unflushed rows (CPU) on both sides say nothing."""
+    rng = np.random.default_rng(5)
+    flushed = lambda **kw: {"l2_flushed": True, **kw}  # noqa: E731
+    base = [dict(row("old", draw(rng)), **flushed()), dict(row("same", draw(rng)), **flushed(l2_flush="reset")),
+            dict(row("cpu", draw(rng)), l2_flushed=False), dict(row("off", draw(rng)), **flushed(l2_flush="reset"))]
+    cur = [dict(row("old", draw(rng)), **flushed(l2_flush="reset")),
+           dict(row("same", draw(rng)), **flushed(l2_flush="reset")),
+           dict(row("cpu", draw(rng)), l2_flushed=False), dict(row("off", draw(rng)), l2_flushed=False)]
+    v = verdicts(tmp_path, base, cur)
+    assert v["old"].note == "L2 flush zero->reset"
+    assert v["same"].note == "" and v["cpu"].note == ""
+    assert v["off"].note == "L2 flush reset->none"
+
+
 def test_a_gzipped_baseline_compares_as_the_plain_file(tmp_path):
     """Old baselines are kept gzipped (baselines/h200/s13..s29): `bench compare` reads `.jsonl.gz` as it reads
     `.jsonl`, and finds the same slowdown."""
