@@ -1,8 +1,9 @@
 """The suite's only timer.
 
-GPU: CUDA events around each sample, L2 flushed before each sample (a buffer of twice the L2 size is
-claimed, its lines' eviction priority reset and zeroed: kernels.l2) and the stream held by a spin kernel while the host issues the call, warmup until steady, then
-samples until a stopping rule holds; CUDA-graph replay for calls too short to time one by one. CPU: perf_counter with the same warmup and stopping rules. Host time per call is
+GPU: CUDA events around each sample, L2 flushed before each sample (a buffer of twice the L2 size is claimed,
+its lines' eviction priority reset and zeroed: kernels.l2) and the stream held by a spin kernel while the host
+issues the call, warmup until steady, then samples until a stopping rule holds; CUDA-graph replay for calls too
+short to time one by one. CPU: perf_counter with the same warmup and stopping rules. Host time per call is
 recorded on both so launch-bound points can be told apart.
 """
 from __future__ import annotations
@@ -123,7 +124,7 @@ def _steady(times: list[float], tol: float) -> bool:
 
 
 class _L2Flusher:
-    """Leaves L2 holding only a buffer twice its size, dirty, so every sample starts with a cold cache.
+    """Leaves L2 holding only lines of a buffer twice its size, dirty, so every sample starts with a cold cache.
 
     Zeroing, as nvbench and triton.testing.do_bench do, leaves L2 full of dirty lines, so the timed call pays for
     writing back data it did not produce; reading the buffer instead leaves clean lines. On an H200 (session 18,
