@@ -151,7 +151,8 @@ def _fmt_ms(ms) -> str:
 @click.option("--mode", "modes", multiple=True, type=click.Choice(MODES), help="Only these modes (repeatable).")
 @click.option("--dtype", "dtypes", multiple=True, type=click.Choice(DTYPES), help="Only these dtypes (repeatable).")
 @click.option("--where", "wheres", multiple=True, metavar="AXIS=VALUE",
-              help="Only points whose AXIS has this VALUE, e.g. --where seq=4096 (repeatable; all must hold).")
+              help="Only points whose AXIS has this VALUE, e.g. --where seq=4096 (repeatable: every axis named must "
+              "match; an axis named twice matches either value).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Results JSONL (default: results/<suites>-<time>.jsonl). Rows are appended.")
 @click.option("--resume", is_flag=True, help="Skip cases already in --out (default: the newest matching file); cases "
@@ -194,12 +195,12 @@ def run(suite_names, suite_opt, suites_file, device, impls, components, modes, d
             why = comp.impls[name].needs.unmet(dev)
             if why:
                 _fail(f"--impl {name!r} was asked for by name but cannot run here: {comp.name}:{name} {why}")
-    where = {}
+    where: dict[str, list[str]] = {}  # axis -> the values it may take
     for w in wheres:
         axis, eq, value = w.partition("=")
         if not eq or not axis:
             _fail(f"--where {w!r}: expected AXIS=VALUE, e.g. --where seq=4096")
-        where[axis.strip()] = value.strip()
+        where.setdefault(axis.strip(), []).append(value.strip().lower())
     planned = [p for p in every if not impls or p.case.impl in impls]
     if components:
         planned = [p for p in planned if p.case.component in components]
@@ -207,15 +208,15 @@ def run(suite_names, suite_opt, suites_file, device, impls, components, modes, d
         planned = [p for p in planned if p.case.mode in modes]
     if dtypes:
         planned = [p for p in planned if p.case.dtype in dtypes]
-    for axis, value in where.items() if planned else ():
+    for axis, wanted in where.items() if planned else ():
+        asked = f"--where {axis}={' or '.join(wanted)}"
         values = {str(p.case.point[axis]) for p in planned if axis in p.case.point}
         if not values:
             axes = sorted({a for p in planned for a in p.case.point})
-            _fail(f"--where {axis}={value}: no case left has an axis {axis!r}; axes: {', '.join(axes)}")
-        planned = [p for p in planned if str(p.case.point.get(axis)).lower() == value.lower()]
+            _fail(f"{asked}: no case left has an axis {axis!r}; axes: {', '.join(axes)}")
+        planned = [p for p in planned if str(p.case.point.get(axis)).lower() in wanted]
         if not planned:
-            _fail(f"--where {axis}={value}: no case left has that value; {axis} values: "
-                  f"{', '.join(sorted(values, key=_natural))}")
+            _fail(f"{asked}: no case left has that value; {axis} values: {', '.join(sorted(values, key=_natural))}")
     if not planned:
         _fail("nothing to run: the suites, --component, --mode, --dtype, --where and --impl filters leave no case")
     label = "+".join(names)

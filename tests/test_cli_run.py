@@ -90,6 +90,11 @@ def test_run_filters_by_point_and_scopes_impl_names_to_the_suite(tmp_path):
     bench("run", "small", "--suites", str(suites), "--device", "cpu", "--out", str(out_bf16), "--quick-timing",
           "--no-report", "--impl", "eager", "--where", "tokens=33", "--mode", "fwd", "--dtype", "bf16")
     assert list(results.load(out_bf16)["dtype"]) == ["bf16"]
+    out_both = tmp_path / "both.jsonl"  # one axis named twice: either value (the second used to replace the first)
+    bench("run", "small", "--suites", str(suites), "--device", "cpu", "--out", str(out_both), "--quick-timing",
+          "--no-report", "--impl", "eager", "--component", "rmsnorm", "--where", "tokens=16", "--where", "tokens=33",
+          "--mode", "fwd", "--dtype", "fp32")
+    assert sorted(p["tokens"] for p in results.load(out_both)["point"]) == [16, 33]
     # data_parallel also has a `naive` impl, which needs 2 GPUs; only the suite's own components count
     out2 = tmp_path / "attn.jsonl"
     bench("run", "attn", "--suites", str(suites), "--device", "cpu", "--out", str(out2), "--quick-timing",
@@ -100,6 +105,7 @@ def test_run_filters_by_point_and_scopes_impl_names_to_the_suite(tmp_path):
                           (("--where", "tokens"), "AXIS=VALUE"),
                           (("--component", "matmul", "--dtype", "fp16"), "nothing to run"),
                           (("--where", "tokens=7"), "no case left has that value; tokens values: 16, 33"),
+                          (("--where", "tokens=7", "--where", "tokens=8"), "--where tokens=7 or 8: no case left"),
                           (("--where", "seq=7"), "no case left has an axis 'seq'; axes: dim, k, m, n, tokens")):
         proc = bench("run", "small", "--suites", str(suites), "--device", "cpu", "--out", str(tmp_path / "x.jsonl"),
                      *args, check=False)
