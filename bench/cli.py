@@ -200,7 +200,7 @@ def run(suite_names, suite_opt, suites_file, device, impls, components, modes, d
         axis, eq, value = w.partition("=")
         if not eq or not axis:
             _fail(f"--where {w!r}: expected AXIS=VALUE, e.g. --where seq=4096")
-        where.setdefault(axis.strip(), []).append(value.strip().lower())
+        where.setdefault(axis.strip(), []).append(value.strip())
     planned = [p for p in every if not impls or p.case.impl in impls]
     if components:
         planned = [p for p in planned if p.case.component in components]
@@ -214,7 +214,7 @@ def run(suite_names, suite_opt, suites_file, device, impls, components, modes, d
         if not values:
             axes = sorted({a for p in planned for a in p.case.point})
             _fail(f"{asked}: no case left has an axis {axis!r}; axes: {', '.join(axes)}")
-        planned = [p for p in planned if str(p.case.point.get(axis)).lower() in wanted]
+        planned = [p for p in planned if str(p.case.point.get(axis)).lower() in {v.lower() for v in wanted}]
         if not planned:
             _fail(f"{asked}: no case left has that value; {axis} values: {', '.join(sorted(values, key=_natural))}")
     if not planned:

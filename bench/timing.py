@@ -143,14 +143,14 @@ class _L2Flusher:
     the reset, copies of x read 20.4-20.5 us whatever was timed before them, the long-row softmax or rmsnorm of x
     included (explore124), and the softmax itself 25.7-25.9 (25.4-25.6 before: its own residue flattered it little)."""
 
-    def __init__(self, device):
+    def __init__(self, device: int):
         import torch
 
         from kernels.l2 import LINE, priorities_supported
 
-        dev = torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
+        dev = torch.device("cuda", device)
         l2 = getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 50 * 2**20) or 50 * 2**20
-        self.buf = torch.empty(-(-2 * l2 // LINE) * LINE // 4, dtype=torch.int32, device=dev)
+        self.buf = torch.empty(math.ceil(2 * l2 / LINE) * LINE // 4, dtype=torch.int32, device=dev)  # whole lines
         self.priorities = priorities_supported(dev)
         self.method = "reset" if self.priorities else "zero"  # rows record it (l2_flush); bench compare names a change
         self()  # the reset's kernels compile here, not inside the first point's warmup
