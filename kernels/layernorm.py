@@ -293,8 +293,8 @@ def _layernorm_bwd_half(X, W, DY, MEAN, RSTD, DX, dw_ptr, db_ptr, stride_x, stri
 @tuned_rows()
 @triton.jit
 def _layernorm_bwd_kernel(X, W, DY, MEAN, RSTD, DX, DW_PARTIAL, DB_PARTIAL, stride_x, stride_dy, stride_dx,
-                          n_rows, n_cols, rows_per_program, N_COLS: tl.constexpr, BLOCK: tl.constexpr,
-                          SINGLE: tl.constexpr, ROWS: tl.constexpr, STAGES: tl.constexpr, SPLIT: tl.constexpr):
+                          n_rows, n_cols, rows_per_program, BLOCK: tl.constexpr, SINGLE: tl.constexpr,
+                          ROWS: tl.constexpr, STAGES: tl.constexpr, SPLIT: tl.constexpr):
     """Program p of P (with SPLIT, programs 2p and 2p + 1, see _layernorm_bwd_half and split_columns) writes
     partial row p of dw and db over its rows: without SPLIT, rows that fit a block in tiles of ROWS rows p,
     p + P, ... as in rmsnorm's backward (on an H200, session 26, explore63, bf16, against a contiguous range
@@ -304,9 +304,11 @@ def _layernorm_bwd_kernel(X, W, DY, MEAN, RSTD, DX, DW_PARTIAL, DB_PARTIAL, stri
     4096 x 16384, 41.2-41.8 against 40.9 at 1024 x 16384). The row length stays a runtime value here:
     compiled in, as the forward's is, this kernel ran 1.6-2.4% slower at every 16K-wide point (H200, session 19,
     bf16: 714 against 701 us at 16384 x 16384, 2,555 against 2,508 at 65536 x 16384, the runtime length's times
-    as session 18 measured them), and within run-to-run noise elsewhere. So only the tiles that fit a block take
-    it compiled in (N_COLS, n_cols's value), as rmsnorm's backward does, where it was worth 0.7 us at 4096 x 4096
-    (H200, session 41, explore114); the 16K-wide paths keep the runtime n_cols."""
+    as session 18 measured them), and within run-to-run noise elsewhere. Nor did compiling it in for the tiles that
+    fit a block alone help, as it helps rmsnorm's backward (0.7 us at 4096 x 4096, session 41): on an H200
+    (session 45, bf16, the suite's twelve points against its run at b7120c8 on another machine) every point was
+    the same by bench compare (99b0dbe, s45/compare-ln-bwd.md): 35.50 against 35.55 us at 4096 x 4096,
+    0.97-0.99x at 768-wide rows, 1.007x at 65536 x 4096."""
     pid = tl.program_id(0) // 2 if SPLIT else tl.program_id(0)
     first = pid * rows_per_program
     last = tl.minimum(first + rows_per_program, n_rows)
@@ -317,7 +319,7 @@ def _layernorm_bwd_kernel(X, W, DY, MEAN, RSTD, DX, DW_PARTIAL, DB_PARTIAL, stri
                             n_cols, tl.program_id(0) % 2, BLOCK // 2, STAGES)
     elif SINGLE:  # walk tiles pid, pid + programs, ... ROWS rows each, the dw/db partials in registers
         cols = tl.arange(0, BLOCK)
-        col_ok = cols < N_COLS
+        col_ok = cols < n_cols
         dw = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
         db = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
         # pipelined: the next tiles load meanwhile
@@ -336,8 +338,8 @@ def _layernorm_bwd_kernel(X, W, DY, MEAN, RSTD, DX, DW_PARTIAL, DB_PARTIAL, stri
             db += dy
             g = dy * tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]  # w from L1 each step
             # two reductions: one tuple reduction of both was 15-25% slower at 16K-wide rows (H200, session 16)
-            c1 = tl.sum(g, axis=1) / N_COLS  # [ROWS]
-            c2 = tl.sum(g * xhat, axis=1) / N_COLS
+            c1 = tl.sum(g, axis=1) / n_cols  # [ROWS]
+            c2 = tl.sum(g * xhat, axis=1) / n_cols
             dx = rstd[:, None] * (g - c1[:, None] - xhat * c2[:, None])
             tl.store(DX + rows64 * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask)
         tl.store(dw_ptr + cols, tl.sum(dw, axis=0), mask=col_ok)
@@ -383,7 +385,7 @@ def layernorm_bwd(dy, x, w, mean, rstd) -> tuple[torch.Tensor, torch.Tensor, tor
     if n_rows:
         _layernorm_bwd_kernel[(programs * (2 if split else 1),)](
             x2, w, dy2, mean, rstd, dx, partials[0], partials[1], x2.stride(0), dy2.stride(0), dx.stride(0), n_rows,
-            n_cols, rows_per_program, N_COLS=n_cols, BLOCK=block, SINGLE=single, SPLIT=split)
+            n_cols, rows_per_program, BLOCK=block, SINGLE=single, SPLIT=split)
     else:
         partials.zero_()
     dw, db = sum_partials(partials, w.dtype)

@@ -122,7 +122,7 @@ def test_layernorm_backward_every_stages_path(x, stages, chunk, rows, split):
     w, dy = torch.rand(N_COLS) + 0.5, torch.randn_like(x)
     mean, rstd = x.mean(-1), torch.rsqrt(x.var(-1, unbiased=False) + 1e-5)
     dx, (dw, db) = _backward(LN._layernorm_bwd_kernel, x, w, dy, (mean, rstd), stages, n_partials=2, rows=rows,
-                               chunk=chunk, SPLIT=split, N_COLS=N_COLS)
+                               chunk=chunk, SPLIT=split)
     ref_dx, ref_dw, ref_db = _layernorm_grads(x, w, torch.zeros(N_COLS), dy)
     torch.testing.assert_close(dx.double(), ref_dx, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(dw.double(), ref_dw, rtol=1e-4, atol=1e-5)
