@@ -1,8 +1,8 @@
 """`bench calibrate`: measure this machine's ceilings with the suite's own timer.
 
 Memory: a large device-to-device copy, counting bytes read plus bytes written. Compute: a large matrix
-product per dtype (random data: zeros run faster). Launch: host time of one tiny eager op. On CPU the same with
-a memcpy and smaller GEMMs.
+product per dtype (random data: zeros run faster). Launch: a tiny kernel as the suite times it (GPU), host time
+of one tiny eager op (CPU). On CPU the same with a memcpy and smaller GEMMs.
 """
 from __future__ import annotations
 
@@ -82,11 +82,13 @@ def _best_rate(device: str, dtype: str, sizes, cfg: TimingConfig, log, layouts=L
 
 
 def _launch_s(device: str) -> float:
-    """The least one call costs where it is measured. On a GPU the suite times device work (events with the
-    stream held, or graph replay), so the floor is a tiny kernel's time inside a CUDA graph. NOTE: measuring
-    the host's eager launch instead (10.5 us on an H200, 2026-11-29) put 1024^3 matmuls at 122% of roofline."""
+    """The least one call costs where it is measured. On a GPU the suite times device work, events around each
+    call with the stream held (bench.timing), so the floor is a tiny kernel timed that way. A tiny kernel inside a
+    CUDA graph took 0.91 us on an H200 (the floor until session 46, when the suite timed calls under 15 us by
+    graphs), and events read 2.0-2.7 us more than a graph for the same call (explore126). NOTE: measuring the
+    host's eager launch instead (10.5 us on an H200, 2026-11-29) put 1024^3 matmuls at 122% of roofline."""
     if device == "cuda":
-        return _graph_kernel_s()
+        return _timed_kernel_s()
     x = torch.ones(1, device=device)
     for _ in range(100):
         x.add_(1)
@@ -101,19 +103,10 @@ def _launch_s(device: str) -> float:
     return (wall_clock() - t0) / reps
 
 
-def _graph_kernel_s(kernels: int = 200) -> float:
+def _timed_kernel_s() -> float:
+    """A one-element add, timed as `bench run` times a case (its samples' fast end, as for every ceiling)."""
     x = torch.ones(1, device="cuda")
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        x.add_(1)
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(kernels):
-            x.add_(1)
-    samples = time_fixed(graph.replay, "cuda", iters=20, warmup=3)
-    return sorted(samples)[len(samples) // 5] * 1e-3 / kernels  # the fast end, as for every ceiling
+    return time_call(lambda: x.add_(1), "cuda", TimingConfig()).summary()[CEILING_QUANTILE] * 1e-3
 
 
 def _free_port() -> int:
@@ -194,7 +187,7 @@ def measure(device: str, quick: bool = False, log=print, world_size: int = 1) ->
         out["tensor_flops"]["fp16"] = out["tensor_flops"]["bf16"]
         out["vector_flops"] = out["tensor_flops"]["fp32"]
     out["launch_s"] = _launch_s(device)
-    log(f"launch floor ({'one tiny kernel in a CUDA graph' if device == 'cuda' else 'one tiny eager op'}): "
+    log(f"launch floor ({'one tiny kernel timed as a case' if device == 'cuda' else 'one tiny eager op'}): "
         f"{out['launch_s'] * 1e6:.2f} us")
     if world_size > 1:
         # NOTE: on 2 x H200 (2026-11-30) a 256 MiB all-reduce gave 289 GB/s while 1 GiB messages reached 325

@@ -146,6 +146,14 @@ def flush_change(base, cur) -> str:
     return "" if b == c else f"L2 flush {b}->{c}"
 
 
+def timer_change(base, cur) -> str:
+    """"timer cuda_graph->cuda_event" where the two rows name different timers: on an H200 a CUDA-graph
+    difference read 2.0-2.7 us less than events around the same call (bench/timing.py, TimingConfig.cuda_graph),
+    so a short call can move that much with no change of code; "" otherwise, or where a side does not say."""
+    b, c = base.get("timer"), cur.get("timer")
+    return f"timer {b}->{c}" if isinstance(b, str) and isinstance(c, str) and b != c else ""
+
+
 def compare_frames(base: pd.DataFrame, cur: pd.DataFrame, threshold: float = 0.05, alpha: float = 0.01) -> list[Verdict]:
     b, c = _last(base), _last(cur)
     out: list[Verdict] = []
@@ -177,7 +185,7 @@ def compare_frames(base: pd.DataFrame, cur: pd.DataFrame, threshold: float = 0.0
                 for k, val in info.items():
                     setattr(v, k, val)
                 notes = (config_change(br.get("kernel_configs"), cr.get("kernel_configs")), probe_change(br, cr),
-                         flush_change(br, cr))
+                         flush_change(br, cr), timer_change(br, cr))
                 v.note = "; ".join(n for n in notes if n)
         out.append(v)
     return out

@@ -2,8 +2,8 @@
 
 GPU: CUDA events around each sample, L2 flushed before each sample (a buffer of twice the L2 size is claimed,
 its lines' eviction priority reset and zeroed: kernels.l2) and the stream held by a spin kernel while the host
-issues the call, warmup until steady, then samples until a stopping rule holds; CUDA-graph replay for calls too
-short to time one by one. CPU: perf_counter with the same warmup and stopping rules. Host time per call is
+issues the call, warmup until steady, then samples until a stopping rule holds; CUDA-graph replay only when asked
+for (TimingConfig.cuda_graph). CPU: perf_counter with the same warmup and stopping rules. Host time per call is
 recorded on both so launch-bound points can be told apart.
 """
 from __future__ import annotations
@@ -30,7 +30,13 @@ class TimingConfig:
     max_time_s: float = 10.0  # stop sampling after this much wall time even if spread is above target
     rel_ci_target: float = 0.01  # stop once the 95% CI of the median is within +-1% of it
     flush_l2: bool = True
-    cuda_graph: str = "auto"  # "auto" | "always" | "never"
+    # "never" (events around each call, every GPU point) | "auto" (a CUDA graph when one call is shorter than
+    # graph_below_us) | "always". Events by default: on an H200 (session 46, explore126, bf16, 1.5-64 MiB) the
+    # graph difference (_time_graph) read 2.0-2.7 us less than events around the same call, at every size, while
+    # events recorded around each call inside the graph read as events do (0-0.5 us more). And "auto" judged a
+    # call's length by events that include its host launch, so in session 45's norms suite three builtin rows (a
+    # fast launch) took the graph and read 0.76-0.86x of session 38's, and every other row of those points events.
+    cuda_graph: str = "never"
     graph_below_us: float = 15.0  # auto: replay through a CUDA graph when one call is shorter than this
     graph_target_us: float = 500.0  # calls captured per graph so that one replay lasts about this long
 
@@ -361,7 +367,9 @@ def _time_graph(fn, cfg: TimingConfig, rng, flush, event_ms: float, first: float
     """Device time of `fn` from CUDA-graph replays, with the host out of the way.
 
     Graph A holds `reps` x (flush L2, call); graph B holds `reps` x (flush L2). They are replayed alternately
-    and a sample is (time(A) - time(B)) / reps: each call still starts from a cold L2, and the flushes cancel.
+    and a sample is (time(A) - time(B)) / reps: each call still starts from a cold L2, and the flushes cancel,
+    but for what the call changes in the flush after it. It is the call's cost inside a graph, not the events'
+    measure (2.0-2.7 us less on an H200, see TimingConfig.cuda_graph), so it is used only when asked for.
     Returns None when the call cannot be captured (host syncs, CPU work): the caller falls back to events.
     """
     import torch

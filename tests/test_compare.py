@@ -211,6 +211,18 @@ def test_note_names_a_changed_l2_flush(tmp_path):
     assert v["off"].note == "L2 flush reset->none"
 
 
+def test_note_names_a_changed_timer(tmp_path):
+    """A row timed by another timer than its baseline (a CUDA graph against events) says so; the same timer, or a
+    side that does not name one, says nothing."""
+    rng = np.random.default_rng(8)
+    base = [dict(row("graph", draw(rng)), timer="cuda_graph"), dict(row("same", draw(rng)), timer="cuda_event"),
+            row("old", draw(rng))]
+    cur = [dict(row(i, draw(rng)), timer="cuda_event") for i in ("graph", "same", "old")]
+    v = verdicts(tmp_path, base, cur)
+    assert v["graph"].note == "timer cuda_graph->cuda_event"
+    assert v["same"].note == "" and v["old"].note == ""
+
+
 def test_a_gzipped_baseline_compares_as_the_plain_file(tmp_path):
     """Old baselines are kept gzipped (baselines/h200/s13..s29): `bench compare` reads `.jsonl.gz` as it reads
     `.jsonl`, and finds the same slowdown."""
