@@ -148,7 +148,7 @@ def flush_change(base, cur) -> str:
 
 def timer_change(base, cur) -> str:
     """"timer cuda_graph->cuda_event" where the two rows name different timers: on an H200 a CUDA-graph
-    difference read 2.0-2.7 us less than events around the same call (bench/timing.py, TimingConfig.cuda_graph),
+    difference read 1.8-2.7 us less than events around the same call (bench/timing.py, TimingConfig.cuda_graph),
     so a short call can move that much with no change of code; "" otherwise, or where a side does not say."""
     b, c = base.get("timer"), cur.get("timer")
     return f"timer {b}->{c}" if isinstance(b, str) and isinstance(c, str) and b != c else ""

@@ -32,8 +32,8 @@ class TimingConfig:
     flush_l2: bool = True
     # "never" (events around each call, every GPU point) | "auto" (a CUDA graph when one call is shorter than
     # graph_below_us) | "always". Events by default: on an H200 (session 46, explore126, bf16, 1.5-64 MiB) the
-    # graph difference (_time_graph) read 2.0-2.7 us less than events around the same call, at every size, while
-    # events recorded around each call inside the graph read as events do (0-0.5 us more). And "auto" judged a
+    # graph difference (_time_graph) read 1.8-2.7 us less than events around the same call, at every size, while
+    # events recorded around each call inside the graph read as events do (-0.1 to +0.7 us). And "auto" judged a
     # call's length by events that include its host launch, so in session 45's norms suite three builtin rows (a
     # fast launch) took the graph and read 0.76-0.86x of session 38's, and every other row of those points events.
     cuda_graph: str = "never"
@@ -369,7 +369,7 @@ def _time_graph(fn, cfg: TimingConfig, rng, flush, event_ms: float, first: float
     Graph A holds `reps` x (flush L2, call); graph B holds `reps` x (flush L2). They are replayed alternately
     and a sample is (time(A) - time(B)) / reps: each call still starts from a cold L2, and the flushes cancel,
     but for what the call changes in the flush after it. It is the call's cost inside a graph, not the events'
-    measure (2.0-2.7 us less on an H200, see TimingConfig.cuda_graph), so it is used only when asked for.
+    measure (1.8-2.7 us less on an H200, see TimingConfig.cuda_graph), so it is used only when asked for.
     Returns None when the call cannot be captured (host syncs, CPU work): the caller falls back to events.
     """
     import torch
