@@ -147,7 +147,11 @@ class _L2Flusher:
     kernel loading x with evict_last, had run, against 20.2-21.2 after any other call (explore121-123); and once a
     flush had left its own lines at evict_first, later plain zeroing read 19.9 against 20.4-20.7 (explore123). With
     the reset, copies of x read 20.4-20.5 us whatever was timed before them, the long-row softmax or rmsnorm of x
-    included (explore124), and the softmax itself 25.7-25.9 (25.4-25.6 before: its own residue flattered it little)."""
+    included (explore124), and the softmax itself 25.7-25.9 (25.4-25.6 before: its own residue flattered it little).
+    The reset has a cost of its own, measured and not explained: under it, calls of a few microseconds read 2-8% slower
+    than under zeroing alone, and 20 us calls 1-3% (H200, session 46, explore126-129: layernorm 1024 x 4096 9.2-9.6
+    against 8.6-9.2 us). It is the same with 500 us between the flush and the call, and with one more zeroing after
+    the reset; ncu finds the same DRAM bytes under both (explore127)."""
 
     def __init__(self, device: int):
         import torch
