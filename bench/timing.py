@@ -149,7 +149,7 @@ class _L2Flusher:
     the reset, copies of x read 20.4-20.5 us whatever was timed before them, the long-row softmax or rmsnorm of x
     included (explore124), and the softmax itself 25.7-25.9 (25.4-25.6 before: its own residue flattered it little).
     The reset has a cost of its own, measured and not explained: under it, calls of a few microseconds read 2-8% slower
-    than under zeroing alone, and 20 us calls 1-3% (H200, session 46, explore126-129: layernorm 1024 x 4096 9.2-9.6
+    than under zeroing alone, and 20 us calls 1-3% (H200, session 46, explore126-129: layernorm 1024 x 4096 9.2-9.7
     against 8.6-9.2 us). It is the same with 500 us between the flush and the call, and with one more zeroing after
     the reset; ncu finds the same DRAM bytes under both (explore127)."""
 
