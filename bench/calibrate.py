@@ -84,22 +84,18 @@ def _best_rate(device: str, dtype: str, sizes, cfg: TimingConfig, log, layouts=L
 def _launch_s(device: str) -> float:
     """The least one call costs where it is measured. On a GPU the suite times device work, events around each
     call with the stream held (bench.timing), so the floor is a tiny kernel timed that way. A tiny kernel inside a
-    CUDA graph took 0.91 us on an H200 (the floor until session 46, when the suite timed calls under 15 us by
-    graphs), and events read 1.8-2.7 us more than a graph for the same call (explore126). NOTE: measuring the
+    CUDA graph took 0.91 us on an H200 (the floor while the suite timed calls under 15 us by graphs, until session
+    46), and events read 1.8-2.7 us more than a graph for the same call (explore126). NOTE: measuring the
     host's eager launch instead (10.5 us on an H200, 2026-11-29) put 1024^3 matmuls at 122% of roofline."""
     if device == "cuda":
         return _timed_kernel_s()
     x = torch.ones(1, device=device)
     for _ in range(100):
         x.add_(1)
-    if device == "cuda":
-        torch.cuda.synchronize()
     reps = 2000
     t0 = wall_clock()
     for _ in range(reps):
         x.add_(1)
-    if device == "cuda":
-        torch.cuda.synchronize()
     return (wall_clock() - t0) / reps
 
 

@@ -29,30 +29,16 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "s40"))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "s45"))
 
-from _explore import begin, emit, norm_inputs  # noqa: E402
+from _explore import begin, emit  # noqa: E402
+from explore125 import calls  # noqa: E402  (the same four calls at each shape)
 
 from bench.timing import TimingConfig, l2_flusher, time_call  # noqa: E402
-from kernels.layernorm import layernorm_fwd  # noqa: E402
-from kernels.rmsnorm import rmsnorm_fwd  # noqa: E402
-from kernels.softmax import softmax_fwd  # noqa: E402
 
 SHAPES = [(1024, 768), (4096, 768), (1024, 4096), (4096, 4096)]
 ROUNDS = 2
 REPLAYS = 20
-
-
-def calls(shapes, dev) -> dict:
-    """{(rows, dim, name): fn} for the four calls at each shape."""
-    out = {}
-    for rows, dim in shapes:
-        x, _, w, b = norm_inputs(rows, dim, dev)
-        y = torch.empty_like(x)
-        out[(rows, dim, "copy")] = lambda x=x, y=y: y.copy_(x)
-        out[(rows, dim, "rmsnorm")] = lambda x=x, w=w, y=y: rmsnorm_fwd(x, w, out=y, stats=False)
-        out[(rows, dim, "layernorm")] = lambda x=x, w=w, b=b, y=y: layernorm_fwd(x, w, b, out=y, stats=False)
-        out[(rows, dim, "softmax")] = lambda x=x, y=y: softmax_fwd(x, out=y)
-    return out
 
 
 def graph_events(fn, flush, reps: int, replays: int) -> list[float]:
