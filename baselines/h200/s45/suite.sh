@@ -8,6 +8,9 @@
 # DIR=baselines/h200/s47.
 set -u
 DIR=${DIR:-baselines/h200/s45}
+# A call for nvidia-h200 can land on an H100 (session 49): these rows are H200 baselines, so stop at once there.
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+[[ $gpu == *H200* ]] || { echo "not an H200: $gpu" >&2; exit 3; }
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whlrun2/*.whl
 export PYTHONPATH=/tmp/site:$PWD BENCH_CACHE_DIR=/tmp/cal BENCH_GIT_SHA=$SHA
 nvidia-smi --query-gpu=uuid,clocks.sm,clocks.mem,clocks.max.sm,power.draw,temperature.gpu --format=csv \
