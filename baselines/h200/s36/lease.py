@@ -6,7 +6,9 @@ Writes OUT.json with the driver, three copy probes (bench.calibrate.copy_probe: 
 `bench run` times a case, L2 flushed) and this machine's copy bandwidth as `bench calibrate` measures it (2 GiB,
 the 20th-percentile time). Writes CACHE_DIR/calibration.json: the committed H200 calibration
 (baselines/h200/calibration.json) under this machine's driver, so `bench run` with BENCH_CACHE_DIR=CACHE_DIR
-judges every row against the same ceilings as norms.jsonl. Exits 0 when the probes' median is under FAST_US, else 3.
+judges every row against the same ceilings as norms.jsonl. Exits 0 when the probes' median is under FAST_US, else 3;
+exits 4 at once, writing nothing, on a card that is not an H200 (a call for nvidia-h200 can get an H100, session 49):
+its rows must not be judged by, or committed beside, the H200's.
 
 Run from the repository root: python3 baselines/h200/s36/lease.py OUT.json CACHE_DIR   (on a GPU)
 """
@@ -27,10 +29,15 @@ from bench.results import device_name, environment  # noqa: E402
 from bench.timing import TimingConfig  # noqa: E402
 
 FAST_US = 19.5  # between the fast leases' 18.4-19.0 us and the slow ones' 20.0-20.6 (session 29)
+NOT_H200 = 4  # exit status on any other card
 COMMITTED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "calibration.json")
 
 
 def main(out_path: str, cache_dir: str) -> int:
+    gpu = torch.cuda.get_device_name()
+    if "H200" not in gpu:
+        print(f"not an H200: {gpu}", file=sys.stderr)
+        return NOT_H200
     env = environment("cuda")
     probes = [copy_probe("cuda", TimingConfig()) for _ in range(3)]
     median_us = statistics.median(p["us"] for p in probes)
@@ -42,7 +49,7 @@ def main(out_path: str, cache_dir: str) -> int:
     with open(os.path.join(cache_dir, "calibration.json"), "w") as f:
         json.dump({key: entry}, f)
     fast = median_us < FAST_US
-    row = {"gpu": torch.cuda.get_device_name(), "driver": env.get("driver"), "probes": probes,
+    row = {"gpu": gpu, "driver": env.get("driver"), "probes": probes,
            "probe_median_us": median_us, "copy_2gib_gbps": round(copy_gbps, 1),
            "committed_copy_gbps": round(entry["mem_bw"] / 1e9, 1), "fast": fast, "cache_key": key}
     print(json.dumps(row), flush=True)

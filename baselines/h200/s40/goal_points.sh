@@ -7,7 +7,9 @@ set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whlrun2/*.whl
 export PYTHONPATH=/tmp/site:$PWD BENCH_CACHE_DIR=/tmp/cal BENCH_GIT_SHA=$SHA
 nvidia-smi --query-gpu=uuid,clocks.sm,clocks.mem,clocks.max.sm,power.draw,temperature.gpu --format=csv > "$OUT/smi.txt"
-python3 baselines/h200/s36/lease.py "$OUT/lease.json" /tmp/cal || [ "${FORCE:-0}" = 1 ] || exit 0
+python3 baselines/h200/s36/lease.py "$OUT/lease.json" /tmp/cal; rc=$?
+[ $rc = 4 ] && exit 4  # not an H200
+[ $rc = 0 ] || [ "${FORCE:-0}" = 1 ] || exit 0
 impls=""; for i in ${IMPLS:-triton builtin}; do impls="$impls --impl $i"; done
 r="python3 -m bench.cli run norms --dtype bf16 --no-report --out $OUT/goal.jsonl $impls"
 for shape in "4096 4096" "1024 16384"; do

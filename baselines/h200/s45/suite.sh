@@ -8,14 +8,12 @@
 # DIR=baselines/h200/s47.
 set -u
 DIR=${DIR:-baselines/h200/s45}
-# A call for nvidia-h200 can land on an H100 (session 49): these rows are H200 baselines, so stop at once there.
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-[[ $gpu == *H200* ]] || { echo "not an H200: $gpu" >&2; exit 3; }
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whlrun2/*.whl
 export PYTHONPATH=/tmp/site:$PWD BENCH_CACHE_DIR=/tmp/cal BENCH_GIT_SHA=$SHA
 nvidia-smi --query-gpu=uuid,clocks.sm,clocks.mem,clocks.max.sm,power.draw,temperature.gpu --format=csv \
   > "$OUT/smi-$PART.txt"
 python3 baselines/h200/s36/lease.py "$OUT/lease-$PART.json" /tmp/cal  # writes the committed calibration; 3: "slow"
+[ $? = 4 ] && exit 4  # not an H200: these rows are H200 baselines
 run() {  # run FILE ARGS...: the bf16 norms suite's cases selected by ARGS into OUT/FILE, resumed
   local file=$1; shift
   [ -f "$DIR/$file" ] && cp "$DIR/$file" "$OUT/$file"
