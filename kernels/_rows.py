@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 
 import torch
 import triton
@@ -36,8 +37,8 @@ def _sensible(configs, named_args, long_stages=False, wide_stages=False, option=
     row_passes). With `long_stages` (softmax), rows longer than a block may also pipeline their chunk loops;
     with `wide_stages` (rmsnorm's backward) one 16K-wide row a step may pipeline its row loop too; a kernel's
     `option` is tried on only where it applies. A launch with SPLIT (layernorm's backward, see split_columns)
-    gives each program half of every row: the rules count that half as its tile. With `passes_warps`, a launch
-    with PASSES (see row_passes) gets that many warps, untuned."""
+    gives each program half of every row: the rules count that half as its tile. With `passes_warps` (a function
+    of the launch's arguments), a launch with PASSES (see row_passes) gets that many warps, untuned."""
     block = kwargs.get("BLOCK", named_args.get("BLOCK"))
     single = kwargs.get("SINGLE", named_args.get("SINGLE"))
     parts = 2 if kwargs.get("SPLIT", named_args.get("SPLIT")) else 1
@@ -53,7 +54,8 @@ def _sensible(configs, named_args, long_stages=False, wide_stages=False, option=
 
     kept = [c for c in configs if fits(c)]
     if passes_warps and kwargs.get("PASSES", named_args.get("PASSES")):
-        kept = [c for c in kept if c.num_warps == passes_warps]
+        warps = passes_warps({**named_args, **kwargs})
+        kept = [c for c in kept if c.num_warps == warps]
     return kept or [min(configs, key=lambda c: (c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"]))]
 
 
@@ -91,7 +93,7 @@ def split_columns(block: int, single: bool) -> bool:
 
 
 def tuned_rows(key: tuple[str, ...] = ("n_cols", "n_rows"), long_stages: bool = False, wide_stages: bool = False,
-               option: Option | None = None, passes_warps: int | None = None):
+               option: Option | None = None, passes_warps: Callable[[dict], int] | None = None):
     """triton.autotune over (ROWS, num_warps, STAGES), keyed by the shape (and, implicitly, the dtypes); STAGES
     pipelines the loop over rows that fit a block, and with `long_stages` the chunk loops of longer rows; an
     `option` is tried on and off where it applies. The CPU interpreter gets one config, ROWS=2, STAGES=3 and the

@@ -46,7 +46,8 @@ def test_layernorm_forward_one_tile_a_program(x, path):
     x = x + 1000.0
     w, b = torch.rand(N_COLS) + 0.5, torch.randn(N_COLS)
     y, mean, rstd = torch.empty_like(x), torch.empty(N_ROWS), torch.empty(N_ROWS)
-    launch(LN._layernorm_fwd_kernel, x, w, b, y, mean, rstd, x.stride(0), y.stride(0), N_ROWS, N_COLS, 1e-5, **path)
+    launch(LN._layernorm_fwd_kernel, x, w, b, y, mean, rstd, x.stride(0), y.stride(0), N_ROWS, N_COLS, 1e-5,
+           CHUNK=16, **path)  # CHUNK: the passes' chunk, a quarter of the 64-wide block as on a GPU
     ref = torch.nn.functional.layer_norm(x.double(), (N_COLS,), w.double(), b.double(), 1e-5)
     torch.testing.assert_close(y.double(), ref, rtol=1e-3, atol=1e-3)
     torch.testing.assert_close(mean.double(), x.double().mean(-1), rtol=1e-6, atol=0)
@@ -150,16 +151,20 @@ def test_autotune_prune_holds_rows_that_fit_a_block_whole():
                   for c in _sensible(gpu_configs(), {}, BLOCK=16384, SINGLE=True, SPLIT=True)) == [
         (1, 8, 1), (1, 8, 3), (1, 16, 1), (1, 16, 3)]
 
-    # layernorm's forward over 16K-wide rows in passes: 16 warps, untuned; rmsnorm's tuned between 16 and 32
+    # layernorm's forward over 16K-wide rows in passes: CHUNK / 256 warps, untuned; rmsnorm's tuned between 16
+    # and 32
     from kernels.layernorm import _layernorm_fwd_kernel
     from kernels.rmsnorm import _rmsnorm_fwd_kernel
 
-    def pruned(kernel, passes):
+    def pruned(kernel, passes, **chunk):
         return sorted((c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"])
-                      for c in kernel.early_config_prune(gpu_configs(), {}, BLOCK=16384, SINGLE=True, PASSES=passes))
+                      for c in kernel.early_config_prune(gpu_configs(), {}, BLOCK=16384, SINGLE=True, PASSES=passes,
+                                                         **chunk))
 
-    assert pruned(_layernorm_fwd_kernel, True) == [(1, 16, 1)]
-    assert pruned(_rmsnorm_fwd_kernel, True) == [(1, 16, 1), (1, 32, 1)] == pruned(_layernorm_fwd_kernel, False)
+    assert pruned(_layernorm_fwd_kernel, True, CHUNK=4096) == [(1, 16, 1)]
+    assert pruned(_layernorm_fwd_kernel, True, CHUNK=8192) == [(1, 32, 1)]
+    assert pruned(_rmsnorm_fwd_kernel, True) == [(1, 16, 1), (1, 32, 1)] == pruned(_layernorm_fwd_kernel, False,
+                                                                                     CHUNK=4096)
 
     def with_scalar(block, single):  # as the softmax kernels are tuned
         return sorted((c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"])
@@ -426,3 +431,16 @@ def test_backwards_refuse_inputs_that_disagree(case):
                SM.softmax):
         with pytest.raises(ValueError, match="at least one dimension"):
             fn(torch.tensor(1.0))
+
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+@pytest.mark.parametrize("gpu, rows, chunk", [(H100, 4096, 8192), (H100, 1024, 4096), ("NVIDIA H200", 65536, 4096),
+                                              (None, 65536, 4096)])
+def test_layernorm_passes_chunk_by_card_and_rows(monkeypatch, gpu, rows, chunk):
+    """16K-wide layernorm forwards walk 8K chunks at 32 warps on an H100 from 4096 rows, 4K at 16 elsewhere (the
+    measurements are in _passes_chunk's docstring); None: a CPU tensor, as the interpreter runs them."""
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: gpu)
+    device = torch.device("cuda" if gpu else "cpu")
+    assert LN._passes_chunk(device, rows) == chunk

@@ -38,4 +38,5 @@ case $PART in
   1) run fwd.jsonl --mode fwd
      run rmsnorm-bwd.jsonl --component rmsnorm --mode bwd --mode fwd_bwd ;;
   2) run rest-bwd.jsonl --component layernorm --component softmax --mode bwd --mode fwd_bwd ;;
+  ln) run layernorm-fwd.jsonl --component layernorm --mode fwd --mode fwd_bwd ;;  # after _passes_chunk (session 51)
 esac
