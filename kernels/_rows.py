@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
 
 import torch
 import triton
@@ -93,7 +92,7 @@ def split_columns(block: int, single: bool) -> bool:
 
 
 def tuned_rows(key: tuple[str, ...] = ("n_cols", "n_rows"), long_stages: bool = False, wide_stages: bool = False,
-               option: Option | None = None, passes_warps: Callable[[dict], int] | None = None):
+               option: Option | None = None, passes_warps=None):
     """triton.autotune over (ROWS, num_warps, STAGES), keyed by the shape (and, implicitly, the dtypes); STAGES
     pipelines the loop over rows that fit a block, and with `long_stages` the chunk loops of longer rows; an
     `option` is tried on and off where it applies. The CPU interpreter gets one config, ROWS=2, STAGES=3 and the
