@@ -3,9 +3,12 @@
 Forward reads x, w, b and writes y (and, when a backward follows, mean and rstd), the row length compiled in:
 rows up to 8K wide in registers, wider ones up to 16K one a program in 4K chunks (8K on an H100, see
 _passes_chunk), three passes as torch.compile's kernel makes them (sum, squared deviations, output), longer ones
-in 16K chunks with a merged mean and variance. Backward writes dx and reduces dw and db through per-program fp32 partial rows (no atomics).
+in 16K chunks with a merged mean and variance. Backward writes dx and reduces dw and db through per-program fp32
+partial rows (no atomics).
 """
 from __future__ import annotations
+
+import functools
 
 import torch
 import triton
@@ -137,10 +140,10 @@ def _layernorm_fwd_passes(X, W, B, Y, MEAN, RSTD, row, stride_x, stride_y, n_col
         tl.store(RSTD + row, rstd)
 
 
-# 16K-wide rows (PASSES), warps untuned (see _passes_chunk): on an H200 (session 28, explore71, bf16, bench.timing, three rounds)
-# 16 warps took 70.6, 258.1 and 1,011 us at 4096, 16384 and 65536 x 16384 against 32 warps' 77.3, 285.4 and
-# 1,121-1,160, and every autotuning outside the suite took 16 (1024 x 16384: 24.4 against 26.1 us); but in a
-# process that had run the smaller 16K-wide shapes first (the norms suite at 1d043c2 and 8e5871a) the autotuner
+# 16K-wide rows (PASSES), warps untuned (see _passes_chunk): on an H200 (session 28, explore71, bf16, bench.timing,
+# three rounds) 16 warps took 70.6, 258.1 and 1,011 us at 4096, 16384 and 65536 x 16384 against 32 warps' 77.3,
+# 285.4 and 1,121-1,160, and every autotuning outside the suite took 16 (1024 x 16384: 24.4 against 26.1 us); but
+# in a process that had run the smaller 16K-wide shapes first (the norms suite at 1d043c2 and 8e5871a) the autotuner
 # read the first config it timed at 65536 x 16384 12-13% slow, 16 warps' 1,152 us, and once took 32 warps: the
 # bench then read 1,120 us, slower than torch.compile (cause not found: explore72-73, session 28).
 def _passes_chunk(device: torch.device, n_rows: int) -> int:
@@ -149,8 +152,12 @@ def _passes_chunk(device: torch.device, n_rows: int) -> int:
     94.3, 356.3 and 1,404.5 us at 4096, 16384 and 65536 x 16384 against 16 warps' 96.4, 369.4 and 1,468, compile
     94.4, 356.2 and 1,403.8); at 1024 rows they took 29.1 us against 16 warps' 28.7 (compile 29.4). 8 warps, 2K
     chunks, and no eviction hints were slower at every point, and 32 warps at 4K chunks slower than at 8K."""
-    h100 = device.type == "cuda" and "H100" in torch.cuda.get_device_name(device)
-    return 8192 if h100 and n_rows >= 4096 else 4096
+    return 8192 if device.type == "cuda" and _is_h100(device.index) and n_rows >= 4096 else 4096
+
+
+@functools.cache
+def _is_h100(device_index: int) -> bool:  # cached: asked at every launch
+    return "H100" in torch.cuda.get_device_name(device_index)
 
 
 @tuned_rows(passes_warps=lambda args: args["CHUNK"] // 256)

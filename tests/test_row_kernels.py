@@ -442,5 +442,7 @@ def test_layernorm_passes_chunk_by_card_and_rows(monkeypatch, gpu, rows, chunk):
     """16K-wide layernorm forwards walk 8K chunks at 32 warps on an H100 from 4096 rows, 4K at 16 elsewhere (the
     measurements are in _passes_chunk's docstring); None: a CPU tensor, as the interpreter runs them."""
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: gpu)
-    device = torch.device("cuda" if gpu else "cpu")
+    LN._is_h100.cache_clear()
+    device = torch.device("cuda", 0) if gpu else torch.device("cpu")
     assert LN._passes_chunk(device, rows) == chunk
+    LN._is_h100.cache_clear()  # the real card's name for later tests
