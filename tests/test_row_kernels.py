@@ -156,15 +156,14 @@ def test_autotune_prune_holds_rows_that_fit_a_block_whole():
     from kernels.layernorm import _layernorm_fwd_kernel
     from kernels.rmsnorm import _rmsnorm_fwd_kernel
 
-    def pruned(kernel, passes, **chunk):
+    def pruned(kernel, passes, chunk=4096):  # CHUNK: layernorm's launch argument; rmsnorm's prune ignores it
         return sorted((c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"])
                       for c in kernel.early_config_prune(gpu_configs(), {}, BLOCK=16384, SINGLE=True, PASSES=passes,
-                                                         **chunk))
+                                                         CHUNK=chunk))
 
-    assert pruned(_layernorm_fwd_kernel, True, CHUNK=4096) == [(1, 16, 1)]
-    assert pruned(_layernorm_fwd_kernel, True, CHUNK=8192) == [(1, 32, 1)]
-    assert pruned(_rmsnorm_fwd_kernel, True) == [(1, 16, 1), (1, 32, 1)] == pruned(_layernorm_fwd_kernel, False,
-                                                                                     CHUNK=4096)
+    assert pruned(_layernorm_fwd_kernel, True) == [(1, 16, 1)]
+    assert pruned(_layernorm_fwd_kernel, True, chunk=8192) == [(1, 32, 1)]
+    assert pruned(_rmsnorm_fwd_kernel, True) == [(1, 16, 1), (1, 32, 1)] == pruned(_layernorm_fwd_kernel, False)
 
     def with_scalar(block, single):  # as the softmax kernels are tuned
         return sorted((c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"])
@@ -443,6 +442,8 @@ def test_layernorm_passes_chunk_by_card_and_rows(monkeypatch, gpu, rows, chunk):
     measurements are in _passes_chunk's docstring); None: a CPU tensor, as the interpreter runs them."""
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: gpu)
     LN._is_h100.cache_clear()
-    device = torch.device("cuda", 0) if gpu else torch.device("cpu")
-    assert LN._passes_chunk(device, rows) == chunk
-    LN._is_h100.cache_clear()  # the real card's name for later tests
+    try:
+        device = torch.device("cuda", 0) if gpu else torch.device("cpu")
+        assert LN._passes_chunk(device, rows) == chunk
+    finally:
+        LN._is_h100.cache_clear()  # later tests ask the real card
