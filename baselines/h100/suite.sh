@@ -29,14 +29,15 @@ else
   python3 -m bench.cli calibrate --device cuda 2>&1 | tee "$OUT/calibrate.txt" | grep -v "│"
   cp /tmp/cal/calibration.json "$OUT/calibration.json"
 fi
-run() {  # run FILE ARGS...: the bf16 norms suite's cases selected by ARGS into OUT/FILE, resumed
+run() {  # run FILE ARGS...: the norms suite's cases (bf16, or DTYPE) selected by ARGS into OUT/FILE, resumed
   local file=$1; shift
   [ -f "$DIR/$file" ] && cp "$DIR/$file" "$OUT/$file"
-  python3 -m bench.cli run norms --dtype bf16 --no-report --resume --out "$OUT/$file" "$@"
+  python3 -m bench.cli run norms --dtype "${DTYPE:-bf16}" --no-report --resume --out "$OUT/$file" "$@"
 }
 case $PART in
   1) run fwd.jsonl --mode fwd
      run rmsnorm-bwd.jsonl --component rmsnorm --mode bwd --mode fwd_bwd ;;
   2) run rest-bwd.jsonl --component layernorm --component softmax --mode bwd --mode fwd_bwd ;;
   ln) run layernorm-fwd.jsonl --component layernorm --mode fwd --mode fwd_bwd ;;  # after _passes_chunk (session 51)
+  ln32) DTYPE=fp32 run layernorm-fp32.jsonl --component layernorm ;;  # the fp32 corner set (session 52)
 esac
