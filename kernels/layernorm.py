@@ -1,7 +1,7 @@
 """LayerNorm forward and backward in Triton: y = (x - mean) * rstd * w + b over the last dim.
 
 Forward reads x, w, b and writes y (and, when a backward follows, mean and rstd), the row length compiled in:
-rows up to 8K wide in registers, wider ones up to 16K one a program in 4K chunks (8K on an H100, see
+rows up to 8K wide in registers, wider ones up to 16K one a program in 4K chunks (8K in bf16 on an H100, see
 _passes_chunk), three passes as torch.compile's kernel makes them (sum, squared deviations, output), longer ones
 in 16K chunks with a merged mean and variance. Backward writes dx and reduces dw and db through per-program fp32
 partial rows (no atomics).
@@ -146,13 +146,30 @@ def _layernorm_fwd_passes(X, W, B, Y, MEAN, RSTD, row, stride_x, stride_y, n_col
 # in a process that had run the smaller 16K-wide shapes first (the norms suite at 1d043c2 and 8e5871a) the autotuner
 # read the first config it timed at 65536 x 16384 12-13% slow, 16 warps' 1,152 us, and once took 32 warps: the
 # bench then read 1,120 us, slower than torch.compile (cause not found: explore72-73, session 28).
-def _passes_chunk(device: torch.device, n_rows: int) -> int:
-    """The chunk width of 16K-wide rows' passes; the launch gets CHUNK / 256 warps (8 elements a thread). On an H100
-    32 warps and 8K chunks from 4096 rows (session 51, explore130, bf16, bench.timing, two rounds, the walk copied:
-    94.3, 356.3 and 1,404.5 us at 4096, 16384 and 65536 x 16384 against 16 warps' 96.4, 369.4 and 1,468, compile
-    94.4, 356.2 and 1,403.8); at 1024 rows they took 29.1 us against 16 warps' 28.7 (compile 29.4). 8 warps, 2K
-    chunks, and no eviction hints were slower at every point, and 32 warps at 4K chunks slower than at 8K."""
-    return 8192 if device.type == "cuda" and _is_h100(device.index) and n_rows >= 4096 else 4096
+def _passes_chunk(x: torch.Tensor, n_rows: int) -> int:
+    """The chunk width of 16K-wide rows' passes; the launch gets the warps that load 16 bytes a thread a chunk
+    (`_passes_warps`): 4K chunks at 16 warps in bf16, at 32 in fp32; 8K at 32 warps for 2-byte rows on an H100
+    from 1536 rows.
+    - bf16 on an H100 (session 51, explore130, bench.timing, two rounds, the walk copied): 8K chunks at 32 warps took
+      94.3, 356.3 and 1,404.5 us at 4096, 16384 and 65536 x 16384 against 16 warps' 96.4, 369.4 and 1,468 (compile
+      94.4, 356.2 and 1,403.8); 8 warps, 2K chunks, no eviction hints, and 32 warps at 4K chunks were slower. Session
+      52 (explore131, the library's kernel with each chunk forced, two rounds that agreed within 0.2%): 8K won from
+      1536 rows, 39.9 / 50.7 / 72.4 us at 1536 / 2048 / 3072 x 16384 against 4K's 40.4 / 51.7 / 74.1 (compile 40.1 /
+      51.0 / 73.0), and lost at 1024, 29.1 against 28.7 (compile 29.5).
+    - bf16 on an H200 (the same explore131, session 52) 4K won at every row count, 1024 to 4096: 23.5 / 39.5 / 70.9
+      us at 1024 / 2048 / 4096 against 8K's 25.7 / 42.8 / 77.6.
+    - fp32 on an H200 (session 52, explore132, explore130's walk copied): 32 warps at 4K chunks (4 elements a
+      thread) took 40.2, 135.4, 513.4 and 2,016.6 us at 1024, 4096, 16384 and 65536 x 16384, against 16 warps' (the
+      launch before) 42.6, 143.4, 534.5 and 2,104.1, 32 warps at 2K's 42.5, 138.3, 519.1 and 2,050.0, and compile's
+      45.5, 158.6, 608.1 and 2,403.0; a copy of the same bytes 36.3, 129.6, 512.5 and 2,024.4. 8K chunks, at 16 or
+      32 warps, and every chunk at 8 warps were slower."""
+    two_byte_h100 = x.element_size() <= 2 and x.device.type == "cuda" and _is_h100(x.device.index)
+    return 8192 if two_byte_h100 and n_rows >= 1536 else 4096
+
+
+def _passes_warps(args: dict) -> int:
+    """The warps of a PASSES launch (see _passes_chunk): a CHUNK-wide chunk at 16 bytes a thread, at most 32."""
+    return min(32, args["CHUNK"] * args["X"].element_size() // (16 * 32))
 
 
 @functools.cache
@@ -160,7 +177,7 @@ def _is_h100(device_index: int) -> bool:  # cached: asked at every launch
     return "H100" in torch.cuda.get_device_name(device_index)
 
 
-@tuned_rows(passes_warps=lambda args: args["CHUNK"] // 256)
+@tuned_rows(passes_warps=_passes_warps)
 @triton.jit
 def _layernorm_fwd_kernel(X, W, B, Y, MEAN, RSTD, stride_x, stride_y, n_rows, n_cols: tl.constexpr, eps,
                           BLOCK: tl.constexpr, SINGLE: tl.constexpr, ROWS: tl.constexpr, STAGES: tl.constexpr,
@@ -385,7 +402,7 @@ def layernorm_fwd(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float 
         passes = row_passes(block, single)
         grid = (n_rows,) if passes else row_grid(n_rows, x.device)
         _layernorm_fwd_kernel[grid](x2, w, b, y2, mean, rstd, x2.stride(0), y2.stride(0), n_rows, n_cols, eps,
-                                    BLOCK=block, SINGLE=single, PASSES=passes, CHUNK=_passes_chunk(x.device, n_rows))
+                                    BLOCK=block, SINGLE=single, PASSES=passes, CHUNK=_passes_chunk(x2, n_rows))
     return y, mean, rstd
 
 

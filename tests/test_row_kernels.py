@@ -1,5 +1,7 @@
 """The row kernels' one-tile-a-program path (STAGES=1): the interpreter's autotune config takes the pipelined
 path (STAGES=3), so these launch the other one directly (odd rows and columns: row and column masks)."""
+import types
+
 import pytest
 import torch
 
@@ -151,18 +153,20 @@ def test_autotune_prune_holds_rows_that_fit_a_block_whole():
                   for c in _sensible(gpu_configs(), {}, BLOCK=16384, SINGLE=True, SPLIT=True)) == [
         (1, 8, 1), (1, 8, 3), (1, 16, 1), (1, 16, 3)]
 
-    # layernorm's forward over 16K-wide rows in passes: CHUNK / 256 warps, untuned; rmsnorm's tuned between 16
-    # and 32
+    # layernorm's forward over 16K-wide rows in passes: the warps that load a CHUNK-wide chunk at 16 bytes a
+    # thread, untuned; rmsnorm's tuned between 16 and 32
     from kernels.layernorm import _layernorm_fwd_kernel
     from kernels.rmsnorm import _rmsnorm_fwd_kernel
 
-    def pruned(kernel, passes, chunk=4096):  # CHUNK: layernorm's launch argument; rmsnorm's prune ignores it
+    def pruned(kernel, passes, chunk=4096, dtype=torch.bfloat16):  # CHUNK, X: as layernorm launches it
         return sorted((c.kwargs["ROWS"], c.num_warps, c.kwargs["STAGES"])
-                      for c in kernel.early_config_prune(gpu_configs(), {}, BLOCK=16384, SINGLE=True, PASSES=passes,
-                                                         CHUNK=chunk))
+                      for c in kernel.early_config_prune(gpu_configs(), {"X": torch.empty(0, dtype=dtype)},
+                                                         BLOCK=16384, SINGLE=True, PASSES=passes, CHUNK=chunk))
 
+    # 16 bytes a thread a chunk
     assert pruned(_layernorm_fwd_kernel, True) == [(1, 16, 1)]
     assert pruned(_layernorm_fwd_kernel, True, chunk=8192) == [(1, 32, 1)]
+    assert pruned(_layernorm_fwd_kernel, True, dtype=torch.float32) == [(1, 32, 1)]
     assert pruned(_rmsnorm_fwd_kernel, True) == [(1, 16, 1), (1, 32, 1)] == pruned(_layernorm_fwd_kernel, False)
 
     def with_scalar(block, single):  # as the softmax kernels are tuned
@@ -435,15 +439,19 @@ def test_backwards_refuse_inputs_that_disagree(case):
 H100 = "NVIDIA H100 80GB HBM3"
 
 
-@pytest.mark.parametrize("gpu, rows, chunk", [(H100, 4096, 8192), (H100, 1024, 4096), ("NVIDIA H200", 65536, 4096),
-                                              (None, 65536, 4096)])
-def test_layernorm_passes_chunk_by_card_and_rows(monkeypatch, gpu, rows, chunk):
-    """16K-wide layernorm forwards walk 8K chunks at 32 warps on an H100 from 4096 rows, 4K at 16 elsewhere (the
-    measurements are in _passes_chunk's docstring); None: a CPU tensor, as the interpreter runs them."""
+@pytest.mark.parametrize("gpu, dtype, rows, chunk", [
+    (H100, torch.bfloat16, 4096, 8192), (H100, torch.bfloat16, 1536, 8192), (H100, torch.bfloat16, 1024, 4096),
+    (H100, torch.float16, 65536, 8192), (H100, torch.float32, 65536, 4096),
+    ("NVIDIA H200", torch.bfloat16, 65536, 4096), (None, torch.bfloat16, 65536, 4096)])
+def test_layernorm_passes_chunk_by_card_dtype_and_rows(monkeypatch, gpu, dtype, rows, chunk):
+    """16K-wide layernorm forwards walk 8K chunks (at 32 warps) for 2-byte rows on an H100 from 1536 rows, 4K
+    elsewhere (the measurements are in _passes_chunk's docstring); None: a CPU tensor, as the interpreter runs
+    them. The card is asked by name (patched), so a stand-in tensor with a CUDA device is enough."""
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: gpu)
     LN._is_h100.cache_clear()
     try:
         device = torch.device("cuda", 0) if gpu else torch.device("cpu")
-        assert LN._passes_chunk(device, rows) == chunk
+        x = types.SimpleNamespace(device=device, element_size=lambda: torch.empty(0, dtype=dtype).element_size())
+        assert LN._passes_chunk(x, rows) == chunk
     finally:
         LN._is_h100.cache_clear()  # later tests ask the real card
