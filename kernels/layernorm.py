@@ -156,13 +156,13 @@ def _passes_chunk(x: torch.Tensor, n_rows: int) -> int:
       52 (explore131, the library's kernel with each chunk forced, two rounds that agreed within 0.2%): 8K won from
       1536 rows, 39.9 / 50.7 / 72.4 us at 1536 / 2048 / 3072 x 16384 against 4K's 40.4 / 51.7 / 74.1 (compile 40.1 /
       51.0 / 73.0), and lost at 1024, 29.1 against 28.7 (compile 29.5).
-    - bf16 on an H200 (the same explore131, session 52) 4K won at every row count, 1024 to 4096: 23.5 / 39.5 / 70.9
-      us at 1024 / 2048 / 4096 against 8K's 25.7 / 42.8 / 77.6.
-    - fp32 on an H200 (session 52, explore132, explore130's walk copied): 32 warps at 4K chunks (4 elements a
-      thread) took 40.2, 135.4, 513.4 and 2,016.6 us at 1024, 4096, 16384 and 65536 x 16384, against 16 warps' (the
-      launch before) 42.6, 143.4, 534.5 and 2,104.1, 32 warps at 2K's 42.5, 138.3, 519.1 and 2,050.0, and compile's
-      45.5, 158.6, 608.1 and 2,403.0; a copy of the same bytes 36.3, 129.6, 512.5 and 2,024.4. 8K chunks, at 16 or
-      32 warps, and every chunk at 8 warps were slower."""
+    - bf16 on an H200 (explore131 again, session 53, baselines/h200/s53/) 4K won at every row count, 1024 to 4096:
+      23.2 / 39.1 / 70.5 us at 1024 / 2048 / 4096 against 8K's 25.4 / 42.4 / 76.5 (compile 25.0 / 62.1 / 76.7).
+    - fp32 on an H200 (session 53, explore132, explore130's walk copied; session 52 measured the same): 32 warps at
+      4K chunks (4 elements a thread) took 40.2, 135.1, 512.4 and 2,025.8 us at 1024, 4096, 16384 and 65536 x 16384,
+      against 16 warps' (the launch before) 42.8, 142.8, 532.4 and 2,092.5, 32 warps at 2K's 42.4, 137.8, 516.5 and
+      2,052.4, and compile's 45.7, 157.5, 604.6 and 2,390.3; a copy of the same bytes 36.2, 128.7, 509.0 and
+      2,011.3. 8K chunks, at 16 or 32 warps, and every chunk at 8 warps were slower."""
     two_byte_h100 = x.element_size() <= 2 and x.device.type == "cuda" and _is_h100(x.device.index)
     return 8192 if two_byte_h100 and n_rows >= 1536 else 4096
 
