@@ -155,7 +155,8 @@ def _passes_chunk(x: torch.Tensor, n_rows: int) -> int:
       94.4, 356.2 and 1,403.8); 8 warps, 2K chunks, no eviction hints, and 32 warps at 4K chunks were slower. Session
       52 (explore131, the library's kernel with each chunk forced, two rounds that agreed within 0.2%): 8K won from
       1536 rows, 39.9 / 50.7 / 72.4 us at 1536 / 2048 / 3072 x 16384 against 4K's 40.4 / 51.7 / 74.1 (compile 40.1 /
-      51.0 / 73.0), and lost at 1024, 29.1 against 28.7 (compile 29.5).
+      51.0 / 73.0), and lost at 1024, 29.1 against 28.7 (compile 29.5). Those numbers are from session 52's notes:
+      its result files were lost with its checkout, and session 53 got no H100 to rerun it.
     - bf16 on an H200 (explore131 again, session 53, baselines/h200/s53/) 4K won at every row count, 1024 to 4096:
       23.2 / 39.1 / 70.5 us at 1024 / 2048 / 4096 against 8K's 25.4 / 42.4 / 76.5 (compile 25.0 / 62.1 / 76.7).
     - fp32 on an H200 (session 53, explore132, explore130's walk copied; session 52 measured the same): 32 warps at
