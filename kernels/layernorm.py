@@ -153,10 +153,10 @@ def _passes_chunk(x: torch.Tensor, n_rows: int) -> int:
     - bf16 on an H100 (session 51, explore130, bench.timing, two rounds, the walk copied): 8K chunks at 32 warps took
       94.3, 356.3 and 1,404.5 us at 4096, 16384 and 65536 x 16384 against 16 warps' 96.4, 369.4 and 1,468 (compile
       94.4, 356.2 and 1,403.8); 8 warps, 2K chunks, no eviction hints, and 32 warps at 4K chunks were slower. Session
-      52 (explore131, the library's kernel with each chunk forced, two rounds that agreed within 0.2%): 8K won from
-      1536 rows, 39.9 / 50.7 / 72.4 us at 1536 / 2048 / 3072 x 16384 against 4K's 40.4 / 51.7 / 74.1 (compile 40.1 /
-      51.0 / 73.0), and lost at 1024, 29.1 against 28.7 (compile 29.5). Those numbers are from session 52's notes:
-      its result files were lost with its checkout, and session 53 got no H100 to rerun it.
+      52 (explore131, the library's kernel with each chunk forced, two rounds), rerun in session 54
+      (baselines/h100/explore131/, the same within 0.3 us): 8K won from 1536 rows, 39.9-40.0 / 50.8 / 72.6-72.8 us at
+      1536 / 2048 / 3072 x 16384 against 4K's 40.5-40.6 / 51.7-51.8 / 74.3-74.4 (compile 40.2 / 51.1-51.2 / 73.1),
+      and lost at 1024, 29.2-29.3 against 28.9-29.0 (compile 29.5-29.7).
     - bf16 on an H200 (explore131 again, session 53, baselines/h200/s53/) 4K won at every row count, 1024 to 4096:
       23.2 / 39.1 / 70.5 us at 1024 / 2048 / 4096 against 8K's 25.4 / 42.4 / 76.5 (compile 25.0 / 62.1 / 76.7).
     - fp32 on an H200 (session 53, explore132, explore130's walk copied; session 52 measured the same): 32 warps at
