@@ -3,7 +3,8 @@ and explore132 (baselines/h100/explore131/, explore132/) read the library's fp32
 than torch.compile at 4096-65536 x 16384, at every (warps, chunk) of its three-pass walk. Inductor's reduction
 heuristics (torch/_inductor/runtime/triton_heuristics.py: `add_persistent_rblock`) let its autotuner pick, beside the
 looped reduction, a persistent one that holds the whole row (R0_BLOCK 16384, 32 warps). Here that layout is timed,
-at 16 and 32 warps, for layernorm in fp32 and bf16 and rmsnorm in bf16, beside the library's forward, torch.compile
+at 16 and 32 warps, and the library's own whole-row tile path (`library-whole`: its launcher with
+`row_passes` made false, ROWS and warps autotuned), for layernorm in fp32 and bf16 and rmsnorm in bf16, beside the library's forward, torch.compile
 of the eager formula and a copy of the same bytes; all by bench.timing (the suite's timer, L2 flushed), two rounds
 in alternation. Inductor's generated kernels and its autotuner's picks (`*.best_config`) for these shapes are
 copied into OUT_DIR/inductor/.
@@ -32,6 +33,7 @@ from kernels import layernorm as LN  # noqa: E402
 from kernels import rmsnorm as RMS  # noqa: E402
 
 T0 = time.time()
+_whole_caches = {}  # the autotuner's cache of each launcher's whole-row launches
 
 
 @triton.jit
@@ -69,6 +71,19 @@ def emit(out, **row):
         out.flush()
 
 
+def whole(module, fn):
+    """fn() with the library's launcher made to hold 16K-wide rows whole (its tile path, ROWS and warps autotuned)
+    instead of walking them in passes."""
+    kernel = module._layernorm_fwd_kernel if module is LN else module._rmsnorm_fwd_kernel
+    passes, cache = module.row_passes, kernel.cache
+    module.row_passes = lambda block, single: False
+    kernel.cache = _whole_caches.setdefault(module.__name__, {})  # its own autotuning, not the passes' picks
+    try:
+        return fn()
+    finally:
+        module.row_passes, kernel.cache = passes, cache
+
+
 def cases_for(component, dtype, rows, dev, comp):
     """(reference, {impl: fn}) for one component, dtype and row count at 16K-wide rows."""
     dim = 16384
@@ -81,6 +96,7 @@ def cases_for(component, dtype, rows, dev, comp):
     if component == "layernorm":
         ref = layernorm_eager(x.double(), w.double(), b.double())
         fns = {"library": lambda: LN.layernorm_fwd(x, w, b, out=y, stats=False)[0]}
+        fns["library-whole"] = lambda: whole(LN, fns["library"])
         for warps in (16, 32):
             fns[f"row-w{warps}"] = lambda wp=warps: (
                 _ln_row[grid](x, w, b, y, x.stride(0), dim, 1e-5, BLOCK=dim, num_warps=wp), y)[1]
@@ -88,6 +104,7 @@ def cases_for(component, dtype, rows, dev, comp):
     else:
         ref = rmsnorm_eager(x.double(), w.double())
         fns = {"library": lambda: RMS.rmsnorm_fwd(x, w, out=y, stats=False)[0]}
+        fns["library-whole"] = lambda: whole(RMS, fns["library"])
         for warps in (16, 32):
             fns[f"row-w{warps}"] = lambda wp=warps: (
                 _rms_row[grid](x, w, y, x.stride(0), dim, 1e-6, BLOCK=dim, num_warps=wp), y)[1]
