@@ -164,8 +164,8 @@ def _passes_chunk(x: torch.Tensor, n_rows: int) -> int:
       against 16 warps' (the launch before) 42.8, 142.8, 532.4 and 2,092.5, 32 warps at 2K's 42.4, 137.8, 516.5 and
       2,052.4, and compile's 45.7, 157.5, 604.6 and 2,390.3; a copy of the same bytes 36.2, 128.7, 509.0 and
       2,011.3. 8K chunks, at 16 or 32 warps, and every chunk at 8 warps were slower.
-    - fp32 on an H100 (session 54, baselines/h100/explore131-133, two rounds each): 32 warps at 4K took 183.7-184.8,
-      713.2-717.1 and 2,834-2,846 us at 4096, 16384 and 65536 x 16384 against compile's 182.0-182.5, 705.1-706.2 and
+    - fp32 on an H100 (session 54, baselines/h100/explore131-133, two rounds each): 32 warps at 4K took 183.7-184.9,
+      713.2-717.2 and 2,834-2,855 us at 4096, 16384 and 65536 x 16384 against compile's 182.0-182.5, 705.1-706.2 and
       2,796.6-2,800.5: no (warps, chunk) to 8K, nor the row held whole, caught it. Inductor's pick there (read from
       its cache, bf16) is one 16K chunk a pass at 32 warps, not yet timed in this walk."""
     two_byte_h100 = x.element_size() <= 2 and x.device.type == "cuda" and _is_h100(x.device.index)
