@@ -1,13 +1,14 @@
 """Session 54: whole 16K-wide rows held in registers, one a program, on an H100. Session 54's reruns of explore131
 and explore132 (baselines/h100/explore131/, explore132/) read the library's fp32 layernorm forward 1.3-1.9% slower
-than torch.compile at 4096-65536 x 16384, at every (warps, chunk) of its three-pass walk. Inductor's reduction
-heuristics (torch/_inductor/runtime/triton_heuristics.py: `add_persistent_rblock`) let its autotuner pick, beside the
-looped reduction, a persistent one that holds the whole row (R0_BLOCK 16384, 32 warps). Here that layout is timed,
-at 16 and 32 warps, and the library's own whole-row tile path (`library-whole`: its launcher with
-`row_passes` made false, ROWS and warps autotuned), for layernorm in fp32 and bf16 and rmsnorm in bf16, beside the library's forward, torch.compile
-of the eager formula and a copy of the same bytes; all by bench.timing (the suite's timer, L2 flushed), two rounds
-in alternation. Inductor's generated kernels and its autotuner's picks (`*.best_config`) for these shapes are
-copied into OUT_DIR/inductor/.
+than torch.compile at 4096-65536 x 16384, at every (warps, chunk) of its three-pass walk up to 8K. Inductor's
+reduction heuristics (torch/_inductor/runtime/triton_heuristics.py: `add_persistent_rblock`) offer its autotuner,
+beside a 2048-wide R0_BLOCK, one as wide as the row (16384, 32 warps). Here rows held whole are timed: a plain
+whole-row kernel at 16 and 32 warps, and the library's own tile path (`library-whole`: its launcher with
+`row_passes` made false, ROWS and warps autotuned), for layernorm in fp32 and bf16 and rmsnorm in bf16, beside the
+library's forward, torch.compile of the eager formula and a copy of the same bytes; all by bench.timing (the
+suite's timer, L2 flushed), two rounds in alternation. Inductor's generated kernels and its autotuner's picks
+(`*.best_config`) for these shapes are copied into OUT_DIR/inductor/ (the run showed that its pick keeps three
+loops over the row, each one 16K-wide step: the row is read three times, not held).
 
 Run from the repository root: python3 baselines/h100/explore133.py OUT_DIR   (on a GPU)
                               TRITON_INTERPRET=1 python3 baselines/h100/explore133.py --smoke   (CPU)
