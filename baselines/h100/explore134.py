@@ -1,0 +1,107 @@
+"""Session 54, to run: the norm forwards' walk at one 16K-wide chunk a pass, on an H100. explore133 read Inductor's
+pick for 16K-wide layernorm rows from its cache: three loops over the row, as in the library's walk, each one
+16384-wide step at 32 warps (R0_BLOCK 16384). explore130 and explore132 timed the walk at chunks up to 8K only,
+and the library's fp32 layernorm forward still trails compile by 1.3-1.9% from 4096 rows. Here the walk (copied
+in explore130 and explore132) is timed at 8K and 16K chunks and 32 warps, layernorm in fp32 and bf16 and rmsnorm in
+bf16, beside the library, torch.compile of the eager formula and a copy of the same bytes; all by bench.timing (the
+suite's timer, L2 flushed), two rounds in alternation.
+
+Run from the repository root: python3 baselines/h100/explore134.py OUT_DIR   (on a GPU)
+                              TRITON_INTERPRET=1 python3 baselines/h100/explore134.py --smoke   (CPU)
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import torch
+import triton
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from explore130 import variant as ln_variant  # noqa: E402
+from explore132 import emit as _emit  # noqa: E402
+from explore132 import rms_variant  # noqa: E402
+from impls.layernorm import layernorm_eager  # noqa: E402
+from impls.rmsnorm import rmsnorm_eager  # noqa: E402
+from kernels import layernorm as LN  # noqa: E402
+from kernels import rmsnorm as RMS  # noqa: E402
+
+CHUNKS = (8192, 16384)
+
+
+def cases_for(component, dtype, rows, dev, comp):
+    """(reference, {impl: fn}) for one component, dtype and row count at 16K-wide rows."""
+    dim = 16384
+    g = torch.Generator(device=dev).manual_seed(0)
+    x = (torch.randn(rows, dim, device=dev, generator=g) + 0.5).to(dtype)
+    w = (1 + 0.1 * torch.randn(dim, device=dev, generator=g)).to(dtype)
+    b = (0.1 * torch.randn(dim, device=dev, generator=g)).to(dtype)
+    y = torch.empty_like(x)
+    warps = 4 if dev == "cpu" else 32
+    if component == "layernorm":
+        ref = layernorm_eager(x.double(), w.double(), b.double())
+        fns = {"library": lambda: LN.layernorm_fwd(x, w, b, out=y, stats=False)[0]}
+        for c in CHUNKS:
+            fns[f"w{warps}-c{c}"] = lambda c=c: ln_variant(x, w, b, y, warps, c, True)
+        args = (x, w, b)
+    else:
+        ref = rmsnorm_eager(x.double(), w.double())
+        fns = {"library": lambda: RMS.rmsnorm_fwd(x, w, out=y, stats=False)[0]}
+        for c in CHUNKS:
+            fns[f"w{warps}-c{c}"] = lambda c=c: rms_variant(x, w, y, warps, c)
+        args = (x, w)
+    if comp is not None:
+        fns["compile"] = lambda: comp(*args)
+    fns["copy"] = lambda: y.copy_(x)
+    return ref, fns
+
+
+def main(out_dir, smoke):
+    dev = "cpu" if smoke else "cuda"
+    out = None
+    if out_dir:
+        os.makedirs(out_dir, exist_ok=True)
+        out = open(os.path.join(out_dir, "explore134.jsonl"), "w")
+    emit = lambda **row: _emit(out, **row)  # noqa: E731
+    if smoke:
+        def timer(fn):
+            fn()
+            return 0.0
+    else:
+        import bench.timing as BT
+        cfg = BT.TimingConfig()
+        emit(kind="env", torch=torch.__version__, triton=triton.__version__, gpu=torch.cuda.get_device_name())
+
+        def timer(fn):
+            return round(BT.time_call(fn, "cuda", cfg).summary()["median_ms"] * 1e3, 2)
+    for component, dtype in [("layernorm", torch.float32), ("layernorm", torch.bfloat16), ("rmsnorm", torch.bfloat16)]:
+        cases = []
+        comp = None if smoke else torch.compile(layernorm_eager if component == "layernorm" else rmsnorm_eager,
+                                                dynamic=False)
+        for rows in ((3,) if smoke else (1024, 4096, 16384, 65536)):
+            ref, fns = cases_for(component, dtype, rows, dev, comp)
+            shape = f"{rows}x16384"
+            for name, fn in fns.items():  # checked (and compiled) before any timing
+                if name != "copy":
+                    got = fn().double()
+                    err = float((got - ref).abs().max() / ref.abs().max())
+                    emit(kind="check", component=component, dtype=str(dtype), shape=shape, impl=name, rel_err=err)
+                    assert err < 2e-2, (component, shape, name, err)
+            cases.append((shape, fns))
+        for rnd in range(1 if smoke else 2):
+            for shape, fns in cases:
+                for name, fn in fns.items():
+                    emit(kind="time", component=component, dtype=str(dtype), shape=shape, impl=name, round=rnd,
+                         us=timer(fn))
+        del cases
+        torch.cuda.empty_cache() if not smoke else None
+
+
+if __name__ == "__main__":
+    smoke = "--smoke" in sys.argv
+    args = [a for a in sys.argv[1:] if a != "--smoke"]
+    main(args[0] if args else None, smoke)
