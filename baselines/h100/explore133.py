@@ -16,24 +16,23 @@ Run from the repository root: python3 baselines/h100/explore133.py OUT_DIR   (on
 from __future__ import annotations
 
 import glob
-import json
 import os
 import shutil
 import sys
-import time
 
 import torch
 import triton
 import triton.language as tl
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from explore132 import emit  # noqa: E402
 from impls.layernorm import layernorm_eager  # noqa: E402
 from impls.rmsnorm import rmsnorm_eager  # noqa: E402
 from kernels import layernorm as LN  # noqa: E402
 from kernels import rmsnorm as RMS  # noqa: E402
 
-T0 = time.time()
 _whole_caches = {}  # the autotuner's cache of each launcher's whole-row launches
 
 
@@ -62,14 +61,6 @@ def _rms_row(X, W, Y, stride, n_cols: tl.constexpr, eps, BLOCK: tl.constexpr):
     rstd = tl.math.rsqrt(tl.sum(x * x, 0) / n_cols + eps)
     w = tl.load(W + cols, mask=ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
     tl.store(Y + row * stride + cols, (x * rstd * w).to(Y.dtype.element_ty), mask=ok)
-
-
-def emit(out, **row):
-    row["t"] = round(time.time() - T0, 1)
-    print(json.dumps(row), flush=True)
-    if out is not None:
-        out.write(json.dumps(row) + "\n")
-        out.flush()
 
 
 def whole(module, fn):
@@ -116,12 +107,15 @@ def cases_for(component, dtype, rows, dev, comp):
     return ref, fns
 
 
-def main(out_dir, smoke):
+def run_sets(name, out_dir, smoke, cases_for):
+    """Every (component, dtype) set at 1024-65536 x 16384 (3 rows with `smoke`, on CPU): each impl of
+    cases_for(component, dtype, rows, dev, comp) checked against float64, then timed, two rounds in alternation,
+    into OUT_DIR/NAME.jsonl."""
     dev = "cpu" if smoke else "cuda"
     out = None
     if out_dir:
         os.makedirs(out_dir, exist_ok=True)
-        out = open(os.path.join(out_dir, "explore133.jsonl"), "w")
+        out = open(os.path.join(out_dir, f"{name}.jsonl"), "w")
     if smoke:
         def timer(fn):
             fn()
@@ -141,21 +135,25 @@ def main(out_dir, smoke):
         for rows in ((3,) if smoke else (1024, 4096, 16384, 65536)):
             ref, fns = cases_for(component, dtype, rows, dev, comp)
             shape = f"{rows}x16384"
-            for name, fn in fns.items():  # checked (and compiled) before any timing
-                if name == "copy":
+            for impl, fn in fns.items():  # checked (and compiled) before any timing
+                if impl == "copy":
                     continue
                 got = fn().double()
                 err = float((got - ref).abs().max() / ref.abs().max())
-                emit(out, kind="check", component=component, dtype=str(dtype), shape=shape, impl=name, rel_err=err)
-                assert err < 2e-2, (component, shape, name, err)
+                emit(out, kind="check", component=component, dtype=str(dtype), shape=shape, impl=impl, rel_err=err)
+                assert err < 2e-2, (component, shape, impl, err)
             cases.append((shape, fns))
         for rnd in range(1 if smoke else 2):
             for shape, fns in cases:
-                for name, fn in fns.items():
-                    emit(out, kind="time", component=component, dtype=str(dtype), shape=shape, impl=name,
+                for impl, fn in fns.items():
+                    emit(out, kind="time", component=component, dtype=str(dtype), shape=shape, impl=impl,
                          round=rnd, us=timer(fn))
         del cases
         torch.cuda.empty_cache() if not smoke else None
+
+
+def main(out_dir, smoke):
+    run_sets("explore133", out_dir, smoke, cases_for)
     if out_dir and not smoke:  # Inductor's kernels for 16K-wide rows, and the configs its autotuner picked
         cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or f"/tmp/torchinductor_{os.environ.get('USER', 'root')}"
         dst = os.path.join(out_dir, "inductor")

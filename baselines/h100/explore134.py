@@ -11,20 +11,17 @@ Run from the repository root: python3 baselines/h100/explore134.py OUT_DIR   (on
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
-import time
 
 import torch
-import triton
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from explore130 import variant as ln_variant  # noqa: E402
-from explore132 import emit as _emit  # noqa: E402
 from explore132 import rms_variant  # noqa: E402
+from explore133 import run_sets  # noqa: E402
 from impls.layernorm import layernorm_eager  # noqa: E402
 from impls.rmsnorm import rmsnorm_eager  # noqa: E402
 from kernels import layernorm as LN  # noqa: E402
@@ -61,44 +58,7 @@ def cases_for(component, dtype, rows, dev, comp):
 
 
 def main(out_dir, smoke):
-    dev = "cpu" if smoke else "cuda"
-    out = None
-    if out_dir:
-        os.makedirs(out_dir, exist_ok=True)
-        out = open(os.path.join(out_dir, "explore134.jsonl"), "w")
-    emit = lambda **row: _emit(out, **row)  # noqa: E731
-    if smoke:
-        def timer(fn):
-            fn()
-            return 0.0
-    else:
-        import bench.timing as BT
-        cfg = BT.TimingConfig()
-        emit(kind="env", torch=torch.__version__, triton=triton.__version__, gpu=torch.cuda.get_device_name())
-
-        def timer(fn):
-            return round(BT.time_call(fn, "cuda", cfg).summary()["median_ms"] * 1e3, 2)
-    for component, dtype in [("layernorm", torch.float32), ("layernorm", torch.bfloat16), ("rmsnorm", torch.bfloat16)]:
-        cases = []
-        comp = None if smoke else torch.compile(layernorm_eager if component == "layernorm" else rmsnorm_eager,
-                                                dynamic=False)
-        for rows in ((3,) if smoke else (1024, 4096, 16384, 65536)):
-            ref, fns = cases_for(component, dtype, rows, dev, comp)
-            shape = f"{rows}x16384"
-            for name, fn in fns.items():  # checked (and compiled) before any timing
-                if name != "copy":
-                    got = fn().double()
-                    err = float((got - ref).abs().max() / ref.abs().max())
-                    emit(kind="check", component=component, dtype=str(dtype), shape=shape, impl=name, rel_err=err)
-                    assert err < 2e-2, (component, shape, name, err)
-            cases.append((shape, fns))
-        for rnd in range(1 if smoke else 2):
-            for shape, fns in cases:
-                for name, fn in fns.items():
-                    emit(kind="time", component=component, dtype=str(dtype), shape=shape, impl=name, round=rnd,
-                         us=timer(fn))
-        del cases
-        torch.cuda.empty_cache() if not smoke else None
+    run_sets("explore134", out_dir, smoke, cases_for)
 
 
 if __name__ == "__main__":
