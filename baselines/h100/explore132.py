@@ -70,14 +70,19 @@ def emit(out, **row):
         out.flush()
 
 
-def cases_for(component, dtype, rows, dev, comp):
-    """(shape, {impl: fn}) for one component, dtype and row count at 16K-wide rows, each checked against float64."""
+def norm_inputs(dtype, rows, dev):
+    """x [rows, 16384], w, b (seeded) and an output y for the norm forwards."""
     dim = 16384
     g = torch.Generator(device=dev).manual_seed(0)
     x = (torch.randn(rows, dim, device=dev, generator=g) + 0.5).to(dtype)
     w = (1 + 0.1 * torch.randn(dim, device=dev, generator=g)).to(dtype)
     b = (0.1 * torch.randn(dim, device=dev, generator=g)).to(dtype)
-    y = torch.empty_like(x)
+    return x, w, b, torch.empty_like(x)
+
+
+def cases_for(component, dtype, rows, dev, comp):
+    """(shape, {impl: fn}) for one component, dtype and row count at 16K-wide rows, each checked against float64."""
+    x, w, b, y = norm_inputs(dtype, rows, dev)
     if component == "layernorm":
         ref = layernorm_eager(x.double(), w.double(), b.double())
         fns = {"library": lambda: LN.layernorm_fwd(x, w, b, out=y, stats=False)[0]}
@@ -98,12 +103,15 @@ def cases_for(component, dtype, rows, dev, comp):
     return ref, fns
 
 
-def main(out_dir, smoke):
+def run_sets(name, out_dir, smoke, cases_for, sets):
+    """Every (component, dtype) of sets at 1024-65536 x 16384 (3 rows with `smoke`, on CPU): each impl of
+    cases_for(component, dtype, rows, dev, comp) checked against float64, then timed, two rounds in alternation,
+    into OUT_DIR/NAME.jsonl."""
     dev = "cpu" if smoke else "cuda"
     out = None
     if out_dir:
         os.makedirs(out_dir, exist_ok=True)
-        out = open(os.path.join(out_dir, "explore132.jsonl"), "w")
+        out = open(os.path.join(out_dir, f"{name}.jsonl"), "w")
     if smoke:
         def timer(fn):
             fn()
@@ -115,29 +123,32 @@ def main(out_dir, smoke):
 
         def timer(fn):
             return round(BT.time_call(fn, "cuda", cfg).summary()["median_ms"] * 1e3, 2)
-    sets = [("layernorm", torch.float32), ("rmsnorm", torch.bfloat16)]
     for component, dtype in sets:
-        cases = []  # one compiled function a component, specialized per shape (dynamic=False), not reset between
+        cases = []  # one compiled function a set, specialized per shape (dynamic=False)
         comp = None if smoke else torch.compile(layernorm_eager if component == "layernorm" else rmsnorm_eager,
                                                 dynamic=False)
         for rows in ((3,) if smoke else (1024, 4096, 16384, 65536)):
             ref, fns = cases_for(component, dtype, rows, dev, comp)
             shape = f"{rows}x16384"
-            for name, fn in fns.items():  # checked (and compiled) before any timing
-                if name == "copy":
+            for impl, fn in fns.items():  # checked (and compiled) before any timing
+                if impl == "copy":
                     continue
                 got = fn().double()
                 err = float((got - ref).abs().max() / ref.abs().max())
-                emit(out, kind="check", component=component, dtype=str(dtype), shape=shape, impl=name, rel_err=err)
-                assert err < 2e-2, (component, shape, name, err)
+                emit(out, kind="check", component=component, dtype=str(dtype), shape=shape, impl=impl, rel_err=err)
+                assert err < 2e-2, (component, shape, impl, err)
             cases.append((shape, fns))
         for rnd in range(1 if smoke else 2):
             for shape, fns in cases:
-                for name, fn in fns.items():
-                    emit(out, kind="time", component=component, dtype=str(dtype), shape=shape, impl=name,
+                for impl, fn in fns.items():
+                    emit(out, kind="time", component=component, dtype=str(dtype), shape=shape, impl=impl,
                          round=rnd, us=timer(fn))
         del cases
         torch.cuda.empty_cache() if not smoke else None
+
+
+def main(out_dir, smoke):
+    run_sets("explore132", out_dir, smoke, cases_for, [("layernorm", torch.float32), ("rmsnorm", torch.bfloat16)])
     if out_dir and not smoke:
         cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or f"/tmp/torchinductor_{os.environ.get('USER', 'root')}"
         dst = os.path.join(out_dir, "inductor")

@@ -27,7 +27,7 @@ import triton.language as tl
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from explore132 import emit  # noqa: E402
+from explore132 import norm_inputs, run_sets  # noqa: E402
 from impls.layernorm import layernorm_eager  # noqa: E402
 from impls.rmsnorm import rmsnorm_eager  # noqa: E402
 from kernels import layernorm as LN  # noqa: E402
@@ -79,11 +79,7 @@ def whole(module, fn):
 def cases_for(component, dtype, rows, dev, comp):
     """(reference, {impl: fn}) for one component, dtype and row count at 16K-wide rows."""
     dim = 16384
-    g = torch.Generator(device=dev).manual_seed(0)
-    x = (torch.randn(rows, dim, device=dev, generator=g) + 0.5).to(dtype)
-    w = (1 + 0.1 * torch.randn(dim, device=dev, generator=g)).to(dtype)
-    b = (0.1 * torch.randn(dim, device=dev, generator=g)).to(dtype)
-    y = torch.empty_like(x)
+    x, w, b, y = norm_inputs(dtype, rows, dev)
     grid = (rows,)
     if component == "layernorm":
         ref = layernorm_eager(x.double(), w.double(), b.double())
@@ -107,53 +103,11 @@ def cases_for(component, dtype, rows, dev, comp):
     return ref, fns
 
 
-def run_sets(name, out_dir, smoke, cases_for):
-    """Every (component, dtype) set at 1024-65536 x 16384 (3 rows with `smoke`, on CPU): each impl of
-    cases_for(component, dtype, rows, dev, comp) checked against float64, then timed, two rounds in alternation,
-    into OUT_DIR/NAME.jsonl."""
-    dev = "cpu" if smoke else "cuda"
-    out = None
-    if out_dir:
-        os.makedirs(out_dir, exist_ok=True)
-        out = open(os.path.join(out_dir, f"{name}.jsonl"), "w")
-    if smoke:
-        def timer(fn):
-            fn()
-            return 0.0
-    else:
-        import bench.timing as BT
-        cfg = BT.TimingConfig()
-        emit(out, kind="env", torch=torch.__version__, triton=triton.__version__, gpu=torch.cuda.get_device_name())
-
-        def timer(fn):
-            return round(BT.time_call(fn, "cuda", cfg).summary()["median_ms"] * 1e3, 2)
-    sets = [("layernorm", torch.float32), ("layernorm", torch.bfloat16), ("rmsnorm", torch.bfloat16)]
-    for component, dtype in sets:
-        cases = []  # one compiled function a set, specialized per shape (dynamic=False)
-        comp = None if smoke else torch.compile(layernorm_eager if component == "layernorm" else rmsnorm_eager,
-                                                dynamic=False)
-        for rows in ((3,) if smoke else (1024, 4096, 16384, 65536)):
-            ref, fns = cases_for(component, dtype, rows, dev, comp)
-            shape = f"{rows}x16384"
-            for impl, fn in fns.items():  # checked (and compiled) before any timing
-                if impl == "copy":
-                    continue
-                got = fn().double()
-                err = float((got - ref).abs().max() / ref.abs().max())
-                emit(out, kind="check", component=component, dtype=str(dtype), shape=shape, impl=impl, rel_err=err)
-                assert err < 2e-2, (component, shape, impl, err)
-            cases.append((shape, fns))
-        for rnd in range(1 if smoke else 2):
-            for shape, fns in cases:
-                for impl, fn in fns.items():
-                    emit(out, kind="time", component=component, dtype=str(dtype), shape=shape, impl=impl,
-                         round=rnd, us=timer(fn))
-        del cases
-        torch.cuda.empty_cache() if not smoke else None
+SETS = [("layernorm", torch.float32), ("layernorm", torch.bfloat16), ("rmsnorm", torch.bfloat16)]
 
 
 def main(out_dir, smoke):
-    run_sets("explore133", out_dir, smoke, cases_for)
+    run_sets("explore133", out_dir, smoke, cases_for, SETS)
     if out_dir and not smoke:  # Inductor's kernels for 16K-wide rows, and the configs its autotuner picked
         cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or f"/tmp/torchinductor_{os.environ.get('USER', 'root')}"
         dst = os.path.join(out_dir, "inductor")

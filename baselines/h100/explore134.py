@@ -20,8 +20,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from explore130 import variant as ln_variant  # noqa: E402
-from explore132 import rms_variant  # noqa: E402
-from explore133 import run_sets  # noqa: E402
+from explore132 import norm_inputs, rms_variant, run_sets  # noqa: E402
+from explore133 import SETS  # noqa: E402
 from impls.layernorm import layernorm_eager  # noqa: E402
 from impls.rmsnorm import rmsnorm_eager  # noqa: E402
 from kernels import layernorm as LN  # noqa: E402
@@ -32,12 +32,7 @@ CHUNKS = (8192, 16384)
 
 def cases_for(component, dtype, rows, dev, comp):
     """(reference, {impl: fn}) for one component, dtype and row count at 16K-wide rows."""
-    dim = 16384
-    g = torch.Generator(device=dev).manual_seed(0)
-    x = (torch.randn(rows, dim, device=dev, generator=g) + 0.5).to(dtype)
-    w = (1 + 0.1 * torch.randn(dim, device=dev, generator=g)).to(dtype)
-    b = (0.1 * torch.randn(dim, device=dev, generator=g)).to(dtype)
-    y = torch.empty_like(x)
+    x, w, b, y = norm_inputs(dtype, rows, dev)
     warps = 4 if dev == "cpu" else 32
     if component == "layernorm":
         ref = layernorm_eager(x.double(), w.double(), b.double())
@@ -58,7 +53,7 @@ def cases_for(component, dtype, rows, dev, comp):
 
 
 def main(out_dir, smoke):
-    run_sets("explore134", out_dir, smoke, cases_for)
+    run_sets("explore134", out_dir, smoke, cases_for, SETS)
 
 
 if __name__ == "__main__":
