@@ -168,8 +168,12 @@ def _passes_chunk(x: torch.Tensor, n_rows: int) -> int:
       713.2-717.2 and 2,834-2,855 us at 4096, 16384 and 65536 x 16384 against compile's 182.0-182.5, 705.1-706.2 and
       2,796.6-2,800.5: no (warps, chunk) to 8K, nor the row held whole, caught it. Inductor's pick there (read from
       its cache, bf16) is one 16K chunk a pass at 32 warps, not yet timed in this walk."""
-    two_byte_h100 = x.element_size() <= 2 and x.device.type == "cuda" and _is_h100(x.device.index)
-    return 8192 if two_byte_h100 and n_rows >= 1536 else 4096
+    rule = _H100_CHUNK.get(x.element_size()) if x.device.type == "cuda" and _is_h100(x.device.index) else None
+    return rule[1] if rule is not None and n_rows >= rule[0] else 4096
+
+
+# On an H100: element size -> (from how many 16K-wide rows, the chunk), measured in _passes_chunk's docstring.
+_H100_CHUNK = {1: (1536, 8192), 2: (1536, 8192), 4: (4096, 16384)}
 
 
 def _passes_warps(args: dict) -> int:
