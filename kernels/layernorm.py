@@ -1,10 +1,10 @@
 """LayerNorm forward and backward in Triton: y = (x - mean) * rstd * w + b over the last dim.
 
 Forward reads x, w, b and writes y (and, when a backward follows, mean and rstd), the row length compiled in:
-rows up to 8K wide in registers, wider ones up to 16K one a program in 4K chunks (8K in bf16 on an H100, see
-_passes_chunk), three passes as torch.compile's kernel makes them (sum, squared deviations, output), longer ones
-in 16K chunks with a merged mean and variance. Backward writes dx and reduces dw and db through per-program fp32
-partial rows (no atomics).
+rows up to 8K wide in registers, wider ones up to 16K one a program in 4K chunks (on an H100 8K in bf16 and 16K in
+fp32 from enough rows, see _passes_chunk), three passes as torch.compile's kernel makes them (sum, squared
+deviations, output), longer ones in 16K chunks with a merged mean and variance. Backward writes dx and reduces dw
+and db through per-program fp32 partial rows (no atomics).
 """
 from __future__ import annotations
 
@@ -148,8 +148,8 @@ def _layernorm_fwd_passes(X, W, B, Y, MEAN, RSTD, row, stride_x, stride_y, n_col
 # bench then read 1,120 us, slower than torch.compile (cause not found: explore72-73, session 28).
 def _passes_chunk(x: torch.Tensor, n_rows: int) -> int:
     """The chunk width of 16K-wide rows' passes; the launch gets the warps that load 16 bytes a thread a chunk
-    (`_passes_warps`): 4K chunks at 16 warps in bf16, at 32 in fp32; 8K at 32 warps for 2-byte rows on an H100
-    from 1536 rows.
+    (`_passes_warps`): 4K chunks at 16 warps in bf16, at 32 in fp32; on an H100 (`_H100_CHUNK`) 8K at 32 warps for
+    2-byte rows from 1536 rows and one 16K chunk at 32 warps for 4-byte rows from 4096 rows.
     - bf16 on an H100 (session 51, explore130, bench.timing, two rounds, the walk copied): 8K chunks at 32 warps took
       94.3, 356.3 and 1,404.5 us at 4096, 16384 and 65536 x 16384 against 16 warps' 96.4, 369.4 and 1,468 (compile
       94.4, 356.2 and 1,403.8); 8 warps, 2K chunks, no eviction hints, and 32 warps at 4K chunks were slower. Session
@@ -167,7 +167,12 @@ def _passes_chunk(x: torch.Tensor, n_rows: int) -> int:
     - fp32 on an H100 (session 54, baselines/h100/explore131-133, two rounds each): 32 warps at 4K took 183.7-184.9,
       713.2-717.2 and 2,834-2,855 us at 4096, 16384 and 65536 x 16384 against compile's 182.0-182.5, 705.1-706.2 and
       2,796.6-2,800.5: no (warps, chunk) to 8K, nor the row held whole, caught it. Inductor's pick there (read from
-      its cache, bf16) is one 16K chunk a pass at 32 warps, not yet timed in this walk."""
+      its cache, bf16) is one 16K chunk a pass at 32 warps. Timed in session 56 (baselines/h100/explore134/, the walk
+      copied, two rounds): 52.2, 183.4-183.5, 706.2-706.3 and 2,799.5-2,799.9 us at 1024, 4096, 16384 and 65536 x
+      16384, against the 4K walk's 51.5-51.6, 184.6, 717.2-717.3 and 2,851.0-2,852.3 and compile's 51.9-52.1, 182.4,
+      705.8-705.9 and 2,800.1-2,800.5; so fp32 takes one 16K chunk there from 4096 rows. In bf16 one 16K chunk
+      gained nothing over 8K (layernorm 28.8-28.9 / 94.5 / 356.5-356.6 / 1,404.6-1,404.7 against 28.8 / 94.4-94.5 /
+      356.4 / 1,404.2-1,404.5)."""
     rule = _H100_CHUNK.get(x.element_size()) if x.device.type == "cuda" and _is_h100(x.device.index) else None
     return rule[1] if rule is not None and n_rows >= rule[0] else 4096
 
