@@ -446,8 +446,9 @@ H100 = "NVIDIA H100 80GB HBM3"
     ("NVIDIA H200", torch.bfloat16, 65536, 4096), (None, torch.bfloat16, 65536, 4096)])
 def test_layernorm_passes_chunk_by_card_dtype_and_rows(monkeypatch, gpu, dtype, rows, chunk):
     """16K-wide layernorm forwards walk 8K chunks (at 32 warps) for 2-byte rows on an H100 from 1536 rows, one 16K
-    chunk for 4-byte rows there from 4096 rows, 4K elsewhere (the measurements are in _passes_chunk's docstring); None: a CPU tensor, as the interpreter runs
-    them. The card is asked by name (patched), so a stand-in tensor with a CUDA device is enough."""
+    chunk for 4-byte rows there from 4096 rows, 4K elsewhere and in fp64 (the measurements are in _passes_chunk's
+    docstring); None: a CPU tensor, as the interpreter runs them. The card is asked by name (patched), so a stand-in
+    tensor with a CUDA device is enough."""
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: gpu)
     LN._is_h100.cache_clear()
     try:
