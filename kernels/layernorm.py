@@ -149,7 +149,7 @@ def _layernorm_fwd_passes(X, W, B, Y, MEAN, RSTD, row, stride_x, stride_y, n_col
 def _passes_chunk(x: torch.Tensor, n_rows: int) -> int:
     """The chunk width of 16K-wide rows' passes; the launch gets the warps that load 16 bytes a thread a chunk
     (`_passes_warps`): 4K chunks at 16 warps in bf16, at 32 in fp32; on an H100 (`_H100_CHUNK`) 8K at 32 warps for
-    2-byte rows from 1536 rows and one 16K chunk at 32 warps for 4-byte rows from 4096 rows.
+    2-byte rows from 1536 rows and one 16K chunk at 32 warps for 4-byte rows from 2048 rows.
     - bf16 on an H100 (session 51, explore130, bench.timing, two rounds, the walk copied): 8K chunks at 32 warps took
       94.3, 356.3 and 1,404.5 us at 4096, 16384 and 65536 x 16384 against 16 warps' 96.4, 369.4 and 1,468 (compile
       94.4, 356.2 and 1,403.8); 8 warps, 2K chunks, no eviction hints, and 32 warps at 4K chunks were slower. Session
@@ -170,7 +170,11 @@ def _passes_chunk(x: torch.Tensor, n_rows: int) -> int:
       its cache, bf16) is one 16K chunk a pass at 32 warps. Timed in session 56 (baselines/h100/explore134/, the walk
       copied, two rounds): 52.2, 183.4-183.5, 706.2-706.3 and 2,799.5-2,799.9 us at 1024, 4096, 16384 and 65536 x
       16384, against the 4K walk's 51.5-51.6, 184.6, 717.2-717.3 and 2,851.0-2,852.3 and compile's 51.9-52.1, 182.4,
-      705.8-705.9 and 2,800.1-2,800.5; so fp32 takes one 16K chunk there from 4096 rows. In bf16 one 16K chunk
+      705.8-705.9 and 2,800.1-2,800.5. explore135 (the library's kernel, the chunk forced, two rounds): 16K against
+      4K 52.4 / 74.0 / 95.6 / 138.8-138.9 / 182.7-182.8 against 51.6 / 74.0 / 95.8-95.9 / 139.8 / 184.2-184.3 us at
+      1024 / 1536 / 2048 / 3072 / 4096 rows (compile 51.7-51.8 / 73.6-73.7 / 95.4-95.5 / 138.8-138.9 / 182.8); so
+      fp32 takes one 16K chunk there from 2048 rows. In the suite (baselines/h100/layernorm-fp32.jsonl, session 56)
+      183.4 against compile's 182.6 at 4096 rows, 2,799.2 against 2,798.0 at 65536. In bf16 one 16K chunk
       gained nothing over 8K (layernorm 28.8-28.9 / 94.5 / 356.5-356.6 / 1,404.6-1,404.7 against 28.8 / 94.4-94.5 /
       356.4 / 1,404.2-1,404.5)."""
     rule = _H100_CHUNK.get(x.element_size()) if x.device.type == "cuda" and _is_h100(x.device.index) else None
@@ -178,7 +182,7 @@ def _passes_chunk(x: torch.Tensor, n_rows: int) -> int:
 
 
 # On an H100: element size -> (from how many 16K-wide rows, the chunk), measured in _passes_chunk's docstring.
-_H100_CHUNK = {1: (1536, 8192), 2: (1536, 8192), 4: (4096, 16384)}
+_H100_CHUNK = {1: (1536, 8192), 2: (1536, 8192), 4: (2048, 16384)}
 
 
 def _passes_warps(args: dict) -> int:
