@@ -5,6 +5,7 @@ a user can cause ends in a traceback. Heavy imports (torch) happen inside the co
 """
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -388,6 +389,12 @@ def trace(suite_name, suites_file, component, impls, point_spec, dtypes, modes, 
     for c in cases:
         if c.impl not in comps[c.component].impls:
             _fail(f"{c.component} has no implementation {c.impl!r}; known: {', '.join(comps[c.component].impls)}")
+        # Triton picks its driver when the kernels are first launched: on a CPU only the interpreter is there,
+        # and it must have been chosen before the kernels were imported (bench run sets it for its workers)
+        if (dev == "cpu" and comps[c.component].impls[c.impl].interpreted_on_cpu
+                and os.environ.get("TRITON_INTERPRET") != "1"):
+            _fail(f"{c.label}: Triton kernels need a CUDA GPU; on a CPU run them through the interpreter "
+                  f"(TRITON_INTERPRET=1 bench trace ...), whose profile says nothing of a GPU's")
 
     if nsys:
         for c in cases:

@@ -54,3 +54,14 @@ def test_bad_trace_arguments_exit_2():
     assert bench("trace", "--component", "rmsnorm", "--point", "tokens=4", "--device", "cpu").returncode == 2
     assert bench("trace", "--point", "tokens=4,dim=4", "--device", "cpu").returncode == 2
     assert bench("trace", "--component", "nope", "--point", "n=1", "--device", "cpu").returncode == 2
+
+
+def test_triton_on_cpu_without_the_interpreter_is_a_clear_error(tmp_path):
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # conftest sets it for the tests
+    proc = bench("trace", "--component", "rmsnorm", "--impl", "triton", "--point", "tokens=64,dim=128",
+                 "--device", "cpu", "--out", str(tmp_path), env=env)
+    assert proc.returncode == 2, proc.stderr
+    assert "Triton kernels need a CUDA GPU" in proc.stderr and "Traceback" not in proc.stderr
+    assert not list(tmp_path.iterdir())  # refused before anything ran
