@@ -18,7 +18,7 @@ from typing import Any, Callable
 import torch
 
 from bench import profiling, registry
-from bench.check import Reference, as_tuple, grad_out_like, run_for_check, with_grad
+from bench.check import Reference, as_tuple, backward_on_this_thread, grad_out_like, run_for_check, with_grad
 from bench.dtypes import precision, torch_dtype
 from bench.timing import TimingConfig, autotune_bench, l2_flusher, time_call, wall_clock
 
@@ -85,12 +85,18 @@ def make_timed_call(impl: registry.Impl, fn: Callable, comp: registry.Component,
                 out = as_tuple(fn(**ins))
                 if go is None:
                     go = [grad_out_like(o, seed) for o in out]
-                return torch.autograd.grad(out, gi, go)
+                with backward_on_this_thread():
+                    return torch.autograd.grad(out, gi, go)
 
             return call
         out = as_tuple(fn(**ins))
         go = [grad_out_like(o, seed) for o in out]
-        return lambda: torch.autograd.grad(out, gi, go, retain_graph=True)
+
+        def call():
+            with backward_on_this_thread():
+                return torch.autograd.grad(out, gi, go, retain_graph=True)
+
+        return call
     return lambda: fn(**inputs)
 
 

@@ -134,3 +134,34 @@ def test_returning_memory_waits_while_the_driver_clears_it(monkeypatch):
     assert slept == [pytest.approx(24 * execute.CLEAR_MS_PER_GIB / 1e3)]
     worker._release()  # 6 GiB stay reserved (in use): nothing returned, no wait
     assert len(slept) == 1
+
+
+def test_backward_calls_run_on_the_calling_thread():
+    """The timed bwd and fwd_bwd calls, and the check's, run their backward on the calling thread: on a GPU
+    autograd otherwise runs it on a worker thread, outside the call's NVTX range (a push/pop range belongs to the
+    thread that pushed it), and ncu's range filter found none of its kernels. Autograd's default is back after."""
+    from bench import registry
+    from bench.check import run_for_check
+    from bench.execute import make_timed_call
+
+    seen = []
+
+    class Probe(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            seen.append(torch.autograd.is_multithreading_enabled())
+            return g * 2
+
+    comp = registry.get("rmsnorm")
+    impl = registry.Impl("rmsnorm", "probe", build=None, needs=registry.Needs(), description="a probe")
+    inputs = comp.make_inputs({"tokens": 3, "dim": 5}, torch.float32, "cpu", 0)
+    fn = lambda x, w: Probe.apply(x) * w  # noqa: E731
+    for mode in ("bwd", "fwd_bwd"):
+        make_timed_call(impl, fn, comp, mode, inputs, "cpu", 0, ())()
+    run_for_check(impl, fn, comp, "fwd_bwd", inputs, "cpu", 0, ())
+    assert seen == [False, False, False]
+    assert torch.autograd.is_multithreading_enabled()
