@@ -414,7 +414,10 @@ def trace(suite_name, suites_file, component, impls, point_spec, dtypes, modes, 
         for col in ("case", "kernels", "DRAM MB (ncu)", "MB (model)", "ratio", "GFLOP (ncu)", "GFLOP (model)", "ratio"):
             table.add_column(col, justify="right")
         for c in cases:
-            res, cmd = tr.run_ncu(c, dev)
+            try:
+                res, cmd = tr.run_ncu(c, dev)
+            except tr.NcuError as e:
+                _fail(str(e))
             cost = comps[c.component].cost(c.point, c.dtype, c.mode)
             measured_flops = res["simt_flops"] if cost.math == "vector" else res["tensor_ops"]
             console.print(f"[dim]{cmd}[/]")

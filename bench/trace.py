@@ -176,6 +176,10 @@ def ncu_summary(kernels: list[dict]) -> dict:
             "tensor_measured": any(m in k for k in kernels for m in NCU_TENSOR)}
 
 
+class NcuError(RuntimeError):
+    """ncu ran but reported no kernel of the case (its output says why)."""
+
+
 def run_ncu(case: Case, device: str) -> tuple[dict, str]:
     """Run ncu on one timed call of `case`; falls back to no matrix-unit counters if the chip lacks them."""
     last = ""
@@ -188,7 +192,7 @@ def run_ncu(case: Case, device: str) -> tuple[dict, str]:
             return ncu_summary(kernels), shlex.join(cmd)
         if "metric" not in last.lower():
             break
-    raise RuntimeError(f"ncu captured no kernel for {profiling.range_name(case)}:\n{last[-3000:]}")
+    raise NcuError(f"ncu captured no kernel for {profiling.range_name(case)}:\n{last[-3000:]}")
 
 
 def have(tool: str) -> bool:

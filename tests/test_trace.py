@@ -65,3 +65,19 @@ def test_triton_on_cpu_without_the_interpreter_is_a_clear_error(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert "Triton kernels need a CUDA GPU" in proc.stderr and "Traceback" not in proc.stderr
     assert not list(tmp_path.iterdir())  # refused before anything ran
+
+
+def test_ncu_that_profiles_nothing_is_a_clear_error(tmp_path):
+    """An ncu that catches no kernel in the case's range (as it did for backward cases whose kernels ran on
+    autograd's worker thread) ends in its own words, not a traceback."""
+    import os
+
+    fake = tmp_path / "ncu"
+    fake.write_text("#!/bin/sh\necho '==WARNING== No kernels were profiled.'\n")
+    fake.chmod(0o755)
+    env = dict(os.environ, PATH=f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    proc = bench("trace", "--component", "rmsnorm", "--impl", "eager", "--point", "tokens=64,dim=128",
+                 "--device", "cpu", "--ncu", env=env)
+    assert proc.returncode == 2, proc.stderr
+    assert "ncu captured no kernel for rmsnorm:eager:fwd" in proc.stderr and "No kernels were profiled" in proc.stderr
+    assert "Traceback" not in proc.stderr
