@@ -4,7 +4,8 @@ Every call the harness makes runs inside an NVTX range (on CUDA) and, while torc
 matching `record_function`. Timed calls are named `component:impl:mode:point` with the dtype folded into the
 point (`rmsnorm:triton:fwd:tokens=4096,dim=4096,dtype=bf16`); warmup and check calls carry a `:warmup` or
 `:check` suffix so that a filter on the plain name captures timed calls only. Names hold no '/': ncu's NVTX
-filter reads it as nesting.
+filter reads it as nesting. A push/pop range belongs to the thread that pushed it: the harness runs backwards on
+that thread (bench.check.backward_on_this_thread), not on autograd's worker thread for the GPU.
 """
 from __future__ import annotations
 
