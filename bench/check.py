@@ -195,8 +195,11 @@ class Reference:
 def backward_on_this_thread():
     """Runs a backward on the calling thread instead of autograd's worker thread for the GPU, so that the call's
     NVTX range (push/pop ranges belong to one thread) holds the backward's kernels: without it `ncu --nvtx-include`
-    caught none of a bwd case's kernels (H200, session 57) and nsys left them outside their range. Device times do
-    not change (the timer holds the stream with a spin kernel while the host issues the call)."""
+    caught none of a bwd case's kernels (H200, session 57) and nsys left them outside their range; with it ncu
+    caught rmsnorm's two backward kernels (H100, baselines/h100/s57/). Device times stay (the timer holds the stream
+    with a spin kernel while the host issues the call): rmsnorm's bwd rows at 1024 x 16384 and 4096 x 4096 within
+    0.7% of the worker thread's on one H100, Triton's and the built-in's. The host's time per call fell: Triton's
+    0.49-0.56 ms to 0.17-0.18, the built-in's 0.10 and 0.14 to 0.10 and 0.05 (the hand-over to the worker thread)."""
     return torch.autograd.set_multithreading_enabled(False)
 
 
