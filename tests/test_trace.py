@@ -57,6 +57,8 @@ def test_bad_trace_arguments_exit_2():
 
 
 def test_triton_on_cpu_without_the_interpreter_is_a_clear_error(tmp_path):
+    """Triton on a CPU runs only through its interpreter, chosen before the kernels are imported: without
+    TRITON_INTERPRET=1 the trace is refused up front, not ended by Triton's "0 active drivers" traceback."""
     import os
 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # conftest sets it for the tests
