@@ -364,13 +364,9 @@ def trace(suite_name, suites_file, component, impls, point_spec, dtypes, modes, 
             _fail(f"unknown component {component!r}; known: {', '.join(sorted(comps))}")
         comp = comps[component]
         try:
-            point = {k: comp.axes[k](v) if comp.axes[k] is not bool else v.lower() == "true"
-                     for k, v in (kv.split("=", 1) for kv in point_spec.split(","))}
-        except (ValueError, KeyError) as e:
-            _fail(f"--point {point_spec!r}: expected {','.join(f'{a}=...' for a in comp.axes)} ({e})")
-        if set(point) != set(comp.axes):
-            _fail(f"--point {point_spec!r}: {component} needs exactly the axes {', '.join(comp.axes)}")
-        point = {a: point[a] for a in comp.axes}
+            point = suite.parse_point(comp, point_spec)
+        except suite.SuiteError as e:
+            _fail(str(e))
         cases = [Case(component, i, m, point, d) for i in (impls or comp.impls) for m in (modes or comp.modes[:1])
                  for d in (dtypes or comp.dtypes[:1])]
     else:
@@ -389,6 +385,14 @@ def trace(suite_name, suites_file, component, impls, point_spec, dtypes, modes, 
     for c in cases:
         if c.impl not in comps[c.component].impls:
             _fail(f"{c.component} has no implementation {c.impl!r}; known: {', '.join(comps[c.component].impls)}")
+        if comps[c.component].ranked:
+            world = tr.world_size(c)
+            if dev == "cuda" and world > torch_device_count():
+                _fail(f"{c.label}: needs {world} GPUs, {torch_device_count()} visible")
+            # ncu replays a kernel alone, while an NCCL kernel waits for its peers on other processes
+            if ncu and world > 1:
+                _fail(f"{c.label}: ncu cannot replay the collectives of {world} ranks; profile it with --nsys, or "
+                      f"give --point with world_size=1")
         # Triton picks its driver when the kernels are first launched: on a CPU only the interpreter is there,
         # and it must have been chosen before the kernels were imported (bench run sets it for its workers)
         if (dev == "cpu" and comps[c.component].impls[c.impl].interpreted_on_cpu
@@ -430,26 +434,70 @@ def trace(suite_name, suites_file, component, impls, point_spec, dtypes, modes, 
                           f"{measured_flops / cost.flops:.3f}" if measured_flops and cost.flops else "-")
         console.print(table)
         return
+    if memory and dev != "cuda":
+        _fail("--memory records CUDA allocations; it needs --device cuda")
     for c in cases:
-        p = tr.prepare(c, dev)
+        if comps[c.component].ranked:
+            _trace_ranked(c, dev, calls, out_dir, memory, plain)
+            continue
+        try:
+            p = tr.prepare(c, dev)
+        except ValueError as e:
+            _fail(str(e))
         if plain:
             tr.run_calls(p, warmup=2, calls=calls)
             continue
         if memory:
-            try:
-                path = tr.memory_snapshot(p, out_dir, calls)
-            except ValueError as e:
-                _fail(str(e))
+            path = tr.memory_snapshot(p, out_dir, calls)
             console.print(f"{c.label}: memory snapshot {path} (drag it into https://pytorch.org/memory_viz)")
             continue
         path, kernels = tr.profile(p, out_dir, warmup=2, calls=calls)
-        table = Table(title=f"{c.label}: {'kernels' if dev == 'cuda' else 'aten ops (CPU)'} over 2 warmup + {calls} timed calls")
-        for col in ("kernel", "calls", "total us", "mean us", "share"):
-            table.add_column(col, justify="left" if col == "kernel" else "right", overflow="fold")
-        for k in kernels[:25]:
-            table.add_row(k["kernel"][:90], str(k["calls"]), f"{k['total_us']:,.1f}", f"{k['mean_us']:,.2f}", f"{k['share']:.1%}")
-        console.print(table)
+        _print_kernels(f"{c.label}: {'kernels' if dev == 'cuda' else 'aten ops (CPU)'} over 2 warmup + {calls} timed "
+                       f"calls", kernels)
         console.print(f"trace: {path} (open in https://ui.perfetto.dev or chrome://tracing)")
+
+
+def _trace_ranked(c, dev: str, calls: int, out_dir: Path, memory: bool, plain: bool) -> None:
+    """`bench trace` of a multi-rank case: its ranks under torchrun, each making the same calls."""
+    import subprocess
+
+    from bench import registry
+    from bench import trace as tr
+
+    why = registry.get(c.component).impls[c.impl].needs.unmet(dev)
+    if why:
+        _fail(f"{c.label} cannot run here: {why}")
+    if plain:
+        if subprocess.run(tr.plain_command(c, dev, calls, None)).returncode:
+            _fail(f"{c.label}: a rank failed (its output is above)")
+        return
+    try:
+        rows = tr.run_ranked(c, dev, calls, out_dir, "memory" if memory else "trace")
+    except tr.RankedError as e:
+        _fail(str(e))
+    if memory:
+        for r in rows:
+            console.print(f"{c.label}: rank {r['rank']}'s memory snapshot {r['path']} (https://pytorch.org/memory_viz)")
+        return
+    _print_kernels(f"{c.label}: rank 0's {'kernels' if dev == 'cuda' else 'aten ops (CPU)'} over 2 warmup + {calls} "
+                   f"timed calls", rows[0]["kernels"])
+    for r in rows:
+        console.print(f"rank {r['rank']}'s trace: {r['path']} (open in https://ui.perfetto.dev or chrome://tracing)")
+
+
+def _print_kernels(title: str, kernels: list[dict]) -> None:
+    table = Table(title=title)
+    for col in ("kernel", "calls", "total us", "mean us", "share"):
+        table.add_column(col, justify="left" if col == "kernel" else "right", overflow="fold")
+    for k in kernels[:25]:
+        table.add_row(k["kernel"][:90], str(k["calls"]), f"{k['total_us']:,.1f}", f"{k['mean_us']:,.2f}", f"{k['share']:.1%}")
+    console.print(table)
+
+
+def torch_device_count() -> int:
+    import torch
+
+    return torch.cuda.device_count()
 
 
 def subprocess_run(cmd):

@@ -3,7 +3,8 @@
 Each rank builds the implementation, checks its own output against the component's float64 reference, and
 times the call with `time_ranked`; rank 0 writes the row (worst error over ranks, slowest rank's time, peak
 memory of the fullest rank) as JSON to --out. NCCL on GPUs, gloo on the CPU; the same command runs across
-nodes with torchrun's --nnodes/--rdzv-endpoint.
+nodes with torchrun's --nnodes/--rdzv-endpoint. With --trace, --memory or --plain the ranks make `bench trace`'s
+calls instead (bench/trace.py builds that command).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from bench import registry
+from bench import profiling, registry
 from bench.check import as_tuple, compare, worst
 from bench.dtypes import precision, torch_dtype
 from bench.execute import Case, first_line
@@ -26,15 +27,41 @@ from bench.timing import TimingConfig, time_ranked
 CHECK_ELEMENTS = 1 << 20  # outputs longer than this are checked on their first elements (the row says so)
 
 
+def build(case: Case, device: str, seed: int):
+    """This rank's callable of `case` and its inputs (call it under the case's dtype precision)."""
+    comp = registry.get(case.component)
+    fn = comp.impls[case.impl].build(case.point, case.dtype, device)
+    return fn, comp.make_inputs(case.point, torch_dtype(case.dtype), device, seed, dist.get_rank())
+
+
+def look_inside(case: Case, device: str, calls: int, trace_dir: str | None, memory_dir: str | None) -> dict:
+    """`bench trace` of a multi-rank case, on every rank alike: warmup and `calls` timed calls in their named ranges
+    (for nsys and ncu), under torch.profiler when `trace_dir` is given (a trace per rank, and this rank's kernel
+    table), or with a CUDA memory snapshot per rank in `memory_dir`."""
+    from pathlib import Path
+
+    from bench import trace
+
+    with precision(case.dtype):
+        fn, inputs = build(case, device, seed=0)
+    p = trace.Prepared(case, lambda: fn(**inputs), device)
+    tag = f"-rank{dist.get_rank()}"
+    if trace_dir:
+        path, kernels = trace.profile(p, Path(trace_dir), warmup=2, calls=calls, tag=tag)
+        return {"status": "ok", "path": str(path), "kernels": kernels}
+    if memory_dir:
+        return {"status": "ok", "path": str(trace.memory_snapshot(p, Path(memory_dir), calls, tag=tag))}
+    trace.run_calls(p, warmup=2, calls=calls)
+    return {"status": "ok"}
+
+
 def measure_ranked(case: Case, device: str, cfg: TimingConfig, seed: int) -> dict:
     rank, world = dist.get_rank(), dist.get_world_size()
     comp = registry.get(case.component)
-    impl = comp.impls[case.impl]
     dev = torch.device("cuda", torch.cuda.current_device()) if device == "cuda" else torch.device("cpu")
     row: dict = {"status": "ok", "reason": "", "world_size": world}
     with precision(case.dtype):
-        fn = impl.build(case.point, case.dtype, device)
-        inputs = comp.make_inputs(case.point, torch_dtype(case.dtype), device, seed, rank)
+        fn, inputs = build(case, device, seed)
         row.update(getattr(fn, "row_info", {}))
         fresh = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
         outputs = as_tuple(fn(**fresh))
@@ -61,7 +88,7 @@ def measure_ranked(case: Case, device: str, cfg: TimingConfig, seed: int) -> dic
         del fresh, outputs
         if device == "cuda":
             torch.cuda.reset_peak_memory_stats()
-        timing = time_ranked(lambda: fn(**inputs), device, cfg)
+        timing = time_ranked(lambda: fn(**inputs), device, cfg, lambda phase: profiling.call_range(case, phase))
         comm = comm_profile(lambda: fn(**inputs), dev) if device == "cuda" and comp.comm_share else {}
     row.update(timing.summary())
     row["compile_s"] = max(0.0, timing.first_call_ms - row["median_ms"]) / 1e3
@@ -179,7 +206,15 @@ def main(argv=None) -> int:
     ap.add_argument("--device", choices=["cpu", "cuda"], required=True)
     ap.add_argument("--timing", default="{}", help="JSON of TimingConfig fields")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", required=True, help="where rank 0 writes the row (JSON)")
+    ap.add_argument("--out", default=None, help="where rank 0 writes the row (JSON); with --trace or --memory every "
+                                                "rank writes its own")
+    ap.add_argument("--trace", default=None, metavar="DIR", help="instead of measuring: torch.profiler over the "
+                                                                 "calls, a trace per rank in DIR")
+    ap.add_argument("--memory", default=None, metavar="DIR", help="instead of measuring: a CUDA memory snapshot "
+                                                                  "per rank in DIR")
+    ap.add_argument("--plain", action="store_true", help="instead of measuring: just the calls, in their NVTX "
+                                                         "ranges (for nsys and ncu)")
+    ap.add_argument("--calls", type=int, default=5, help="timed calls of --trace, --memory and --plain")
     ap.add_argument("--pids", default=None, help="a folder where each rank leaves its pid (for cleanup)")
     args = ap.parse_args(argv)
     if args.pids:
@@ -192,18 +227,24 @@ def main(argv=None) -> int:
     dist.init_process_group("nccl" if args.device == "cuda" else "gloo", timeout=timedelta(minutes=10),
                             device_id=torch.device("cuda", local) if args.device == "cuda" else None)
     registry.discover()
+    inside = bool(args.trace or args.memory or args.plain)
     try:
-        row = measure_ranked(case, args.device, TimingConfig(**json.loads(args.timing)), args.seed)
+        if inside:
+            row = look_inside(case, args.device, args.calls, args.trace, args.memory)
+        else:
+            row = measure_ranked(case, args.device, TimingConfig(**json.loads(args.timing)), args.seed)
     except torch.OutOfMemoryError as e:
         row = {"status": "oom", "reason": f"rank {dist.get_rank()}: {first_line(e)}"}
         print(traceback.format_exc(), file=sys.stderr)
-        _write(args.out, row)  # every failing rank reports; the parent takes the earliest
+        if args.out:
+            _write(args.out, row)  # every failing rank reports; the parent takes the earliest
         os._exit(REPORTED_OOM)  # the others are stuck in a collective: torchrun ends them
     except Exception as e:
         print(traceback.format_exc(), file=sys.stderr)
-        _write(args.out, {"status": "error", "reason": f"rank {dist.get_rank()}: {type(e).__name__}: {first_line(e)}"})
+        if args.out:
+            _write(args.out, {"status": "error", "reason": f"rank {dist.get_rank()}: {type(e).__name__}: {first_line(e)}"})
         os._exit(REPORTED_ERROR)
-    if dist.get_rank() == 0:
+    if args.out and (inside or dist.get_rank() == 0):
         _write(args.out, row)
     dist.destroy_process_group()
     return 0

@@ -5,7 +5,8 @@ matching `record_function`. Timed calls are named `component:impl:mode:point` wi
 point (`rmsnorm:triton:fwd:tokens=4096,dim=4096,dtype=bf16`); warmup and check calls carry a `:warmup` or
 `:check` suffix so that a filter on the plain name captures timed calls only. Names hold no '/': ncu's NVTX
 filter reads it as nesting. A push/pop range belongs to the thread that pushed it: the harness runs backwards on
-that thread (bench.check.backward_on_this_thread), not on autograd's worker thread for the GPU.
+that thread (bench.check.backward_on_this_thread), not on autograd's worker thread for the GPU. Multi-rank calls
+(bench.timing.time_ranked) carry the same names on every rank.
 """
 from __future__ import annotations
 

@@ -172,6 +172,38 @@ def _check_value(fail, key: str, v: Any, kind) -> None:
         fail(key, f"expected {getattr(kind, '__name__', kind)}, got {v!r}")
 
 
+def parse_point(comp, spec: str) -> dict:
+    """A point given on the command line, `k=v,k=v` with every axis of `comp`, parsed and checked as a suite's."""
+    def fail(key: str, msg: str):
+        raise SuiteError(f"--point {spec!r}: {key}: {msg}")
+
+    pairs = [kv.split("=", 1) for kv in spec.split(",")]
+    bad = next((kv for kv in pairs if len(kv) != 2), None)
+    if bad is not None:
+        fail("=".join(bad), f"expected {','.join(f'{a}=...' for a in comp.axes)}")
+    point = {}
+    for name, text in pairs:
+        if name not in comp.axes:
+            fail(name, f"{comp.name} has no axis {name!r}{_suggest(name, comp.axes)}; its axes: {', '.join(comp.axes)}")
+        kind = comp.axes[name]
+        if kind is int:
+            try:
+                point[name] = int(text)
+            except ValueError:
+                fail(name, f"expected a positive integer, got {text!r}")
+        elif kind is bool:
+            if text.lower() not in ("true", "false"):
+                fail(name, f"expected true or false, got {text!r}")
+            point[name] = text.lower() == "true"
+        else:  # a choice among names, or a string
+            point[name] = text
+        _check_value(fail, name, point[name], kind)
+    missing = [a for a in comp.axes if a not in point]
+    if missing:
+        fail(", ".join(missing), f"missing ({comp.name} needs {', '.join(comp.axes)})")
+    return {a: point[a] for a in comp.axes}
+
+
 def expand(entry: Entry) -> list[dict]:
     """The points of an entry: the cartesian product of its axes, or its explicit points, in order."""
     comp = registry.get(entry.component)

@@ -479,47 +479,52 @@ def time_fixed(fn: Callable[[], object], device: str, iters: int, warmup: int = 
     return samples
 
 
-def time_ranked(fn: Callable[[], object], device: str, cfg: TimingConfig, warmup: int = 5) -> Timing:
+def time_ranked(fn: Callable[[], object], device: str, cfg: TimingConfig,
+                call_range: Callable[[str], ContextManager] | None = None, warmup: int = 5) -> Timing:
     """The timer for multi-rank calls (collectives, data-parallel steps) inside torch.distributed.
 
     Every rank makes the same calls: ranks line up on a barrier before each sample, a sample is the slowest
     rank's time (all-reduce MAX), and rank 0 applies the stopping rule and broadcasts its decision, so no rank
-    waits on a call another rank never makes.
+    waits on a call another rank never makes. `call_range(phase)` wraps every call, as in `time`.
     """
     import torch
     import torch.distributed as dist
 
+    rng = call_range or (lambda phase: nullcontext())
     dev = torch.device("cuda", torch.cuda.current_device()) if device == "cuda" else torch.device("cpu")
 
-    def one() -> tuple[float, float]:
+    def one(phase: str) -> tuple[float, float]:
         dist.barrier()
         if device == "cuda":
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            h0 = time.perf_counter()
-            fn()
-            host = (time.perf_counter() - h0) * 1e3
-            end.record()
+            with rng(phase):
+                start.record()
+                h0 = time.perf_counter()
+                fn()
+                host = (time.perf_counter() - h0) * 1e3
+                end.record()
             end.synchronize()
             return start.elapsed_time(end), host
-        h0 = time.perf_counter()
-        fn()
-        ms = (time.perf_counter() - h0) * 1e3
+        with rng(phase):
+            h0 = time.perf_counter()
+            fn()
+            ms = (time.perf_counter() - h0) * 1e3
         return ms, ms
 
     t0 = time.perf_counter()
-    fn()
+    with rng("warmup"):
+        fn()
     if device == "cuda":
         torch.cuda.synchronize()
     first = (time.perf_counter() - t0) * 1e3
     for _ in range(warmup):
-        one()
+        one("warmup")
     samples: list[float] = []
     host: list[float] = []
     started = time.perf_counter()
     why = None
     while why is None:
-        ms, h = one()
+        ms, h = one("timed")
         slowest = torch.tensor([ms], dtype=torch.float64, device=dev)
         dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
         samples.append(float(slowest.item()))

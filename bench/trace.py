@@ -8,18 +8,22 @@ counted beside the cost model's. `--memory` dumps a CUDA memory snapshot for PyT
 from __future__ import annotations
 
 import csv
+import glob
 import io
+import json
+import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from bench import profiling
+from bench import profiling, registry
 from bench.dtypes import precision
 from bench.execute import Case, point_label, prepare_call
 
@@ -53,8 +57,9 @@ def run_calls(p: Prepared, warmup: int, calls: int) -> None:
         _sync(p.device)
 
 
-def profile(p: Prepared, out_dir: Path, warmup: int = 3, calls: int = 5) -> tuple[Path, list[dict]]:
-    """torch.profiler over warmup + timed calls; returns the trace path and the per-kernel table."""
+def profile(p: Prepared, out_dir: Path, warmup: int = 3, calls: int = 5, tag: str = "") -> tuple[Path, list[dict]]:
+    """torch.profiler over warmup + timed calls; returns the trace path (`tag` ends its name) and the per-kernel
+    table."""
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as tprofile
 
@@ -63,7 +68,7 @@ def profile(p: Prepared, out_dir: Path, warmup: int = 3, calls: int = 5) -> tupl
     with tprofile(activities=activities, record_shapes=False) as prof:
         run_calls(p, warmup=warmup, calls=calls)
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"trace-{_slug(profiling.range_name(p.case))}.json"
+    path = out_dir / f"trace-{_slug(profiling.range_name(p.case))}{tag}.json"
     prof.export_chrome_trace(str(path))
     return path, kernel_table(prof, p.device, calls + warmup)
 
@@ -88,7 +93,7 @@ def kernel_table(prof, device: str, calls: int) -> list[dict]:
     return sorted(rows, key=lambda r: -r["total_us"])
 
 
-def memory_snapshot(p: Prepared, out_dir: Path, calls: int = 2) -> Path:
+def memory_snapshot(p: Prepared, out_dir: Path, calls: int = 2, tag: str = "") -> Path:
     if p.device != "cuda":
         raise ValueError("--memory records CUDA allocations; it needs --device cuda")
     run_calls(p, warmup=1, calls=0)
@@ -96,7 +101,7 @@ def memory_snapshot(p: Prepared, out_dir: Path, calls: int = 2) -> Path:
     try:
         run_calls(p, warmup=0, calls=calls)
         out_dir.mkdir(parents=True, exist_ok=True)
-        path = out_dir / f"memory-{_slug(profiling.range_name(p.case))}.pickle"
+        path = out_dir / f"memory-{_slug(profiling.range_name(p.case))}{tag}.pickle"
         torch.cuda.memory._dump_snapshot(str(path))
     finally:
         torch.cuda.memory._record_memory_history(enabled=None)
@@ -111,10 +116,48 @@ def _slug(name: str) -> str:
 
 def plain_command(case: Case, device: str, calls: int, suites_file: str | None) -> list[str]:
     """The command that just runs the case's warmup and timed calls in their NVTX ranges, no profiler."""
+    if registry.get(case.component).ranked:
+        return ranked_command(case, device, calls) + ["--plain"]
     cmd = [sys.executable, "-m", "bench.cli", "trace", "--component", case.component, "--impl", case.impl,
            "--mode", case.mode, "--dtype", case.dtype, "--point", point_label(case.point), "--device", device,
            "--calls", str(calls), "--plain"]
     return cmd + (["--suites", suites_file] if suites_file else [])
+
+
+def world_size(case: Case) -> int:
+    comp = registry.get(case.component)
+    return comp.world_size(comp.impls[case.impl], case.point)
+
+
+def ranked_command(case: Case, device: str, calls: int) -> list[str]:
+    """torchrun with a process a rank, each making the calls of `bench trace` (bench.distributed; add --plain,
+    --trace DIR or --memory DIR)."""
+    spec = {"component": case.component, "impl": case.impl, "mode": case.mode, "point": case.point, "dtype": case.dtype}
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc-per-node",
+            str(world_size(case)), "--max-restarts", "0", "-m", "bench.distributed", "--case", json.dumps(spec),
+            "--device", device, "--calls", str(calls)]
+
+
+class RankedError(RuntimeError):
+    """A rank of a traced multi-rank case failed (the message holds what it said)."""
+
+
+def run_ranked(case: Case, device: str, calls: int, out_dir: Path, what: str) -> list[dict]:
+    """`what` ("trace" or "memory") of a multi-rank case into out_dir, every rank's; their rows in rank order."""
+    with tempfile.TemporaryDirectory(prefix="bench-trace-") as tmp:
+        out = os.path.join(tmp, "row.json")
+        cmd = ranked_command(case, device, calls) + [f"--{what}", str(out_dir), "--out", out]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+        rows = []
+        for path in sorted(glob.glob(out + ".rank*.json")):
+            with open(path) as f:
+                rows.append(json.load(f))
+    rows.sort(key=lambda r: r["rank"])
+    failed = [r for r in rows if r.get("status") != "ok"]
+    if failed or proc.returncode or len(rows) < world_size(case):
+        why = failed[0]["reason"] if failed else f"torchrun exited with code {proc.returncode}"
+        raise RankedError(f"{case.label}: {why}\n{(proc.stdout + proc.stderr)[-3000:]}")
+    return rows
 
 
 def nsys_command(case: Case, device: str, out_dir: Path, calls: int) -> list[str]:
@@ -140,8 +183,10 @@ NCU_TENSOR = ["sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32.sum", "sm__ops_pat
 
 def ncu_command(case: Case, device: str, calls: int, tensor: bool = True) -> list[str]:
     metrics = NCU_BYTES + list(NCU_SIMT) + (NCU_TENSOR if tensor else [])
-    return ["ncu", "--nvtx", "--nvtx-include", profiling.nvtx_filter(profiling.range_name(case)), "--clock-control", "none",
-            "--metrics", ",".join(metrics), "--csv", "--page", "raw"] + plain_command(case, device, calls, None)
+    ranks = ["--target-processes", "all"] if registry.get(case.component).ranked else []  # torchrun's children
+    return ["ncu", *ranks, "--nvtx", "--nvtx-include", profiling.nvtx_filter(profiling.range_name(case)),
+            "--clock-control", "none", "--metrics", ",".join(metrics), "--csv", "--page", "raw"] + \
+        plain_command(case, device, calls, None)
 
 
 def parse_ncu_csv(text: str) -> list[dict]:

@@ -123,3 +123,17 @@ def test_comm_share_from_a_trace_counts_overlap_once_and_exposed_time_apart():
     assert shares["exposed_comm_share"] == pytest.approx(0.45)
     assert shares["comm_ms"] == pytest.approx(0.015) and shares["span_ms"] == pytest.approx(0.020)
     assert comm_shares([k for k in kernels if "nccl" not in k[0]])["comm_share"] == 0.0
+
+
+def test_step_runs_its_backward_on_the_calling_thread():
+    """The step's backward runs inside its `backward` range: on the calling thread, not autograd's worker thread
+    for the GPU (whose kernels an NVTX range pushed on this thread does not hold). Autograd's default is back after."""
+    import torch
+
+    point = {"config": "tiny-tied", "batch": 2, "seq": 16, "world_size": 1, "bucket_mb": 1}
+    model = dp.build_model(point, "cpu")
+    seen = []
+    dp.trainable(model)[0].register_hook(lambda g: seen.append(torch.autograd.is_multithreading_enabled()))
+    dp.Step(model, dp.adamw(dp.trainable(model)))(dp.make_inputs(point, torch.float32, "cpu", 0, 0)["tokens"])
+    assert seen == [False]
+    assert torch.autograd.is_multithreading_enabled()

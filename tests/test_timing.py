@@ -206,3 +206,28 @@ def test_autotune_bench_times_the_device_not_the_host(gpu):
     (triton.testing.do_bench, its events around the call as the host issues it, would read about 0.3)."""
     assert timing.autotune_bench(stalling_call(gpu)) == pytest.approx(0.02)
     assert timing.autotune_bench(stalling_call(gpu), quantiles=(0.5, 0.2, 0.8)) == pytest.approx([0.02] * 3)
+
+
+def test_ranked_timer_runs_every_call_in_its_range():
+    """Multi-rank calls carry the names of `bench run`'s others (collectives and data-parallel steps were timed
+    outside any range, so nsys and ncu could not find them): the first call and the warmup calls as warmup, each
+    sample as timed. One gloo rank in this process."""
+    from contextlib import contextmanager
+
+    import torch.distributed as dist
+
+    phases = []
+
+    @contextmanager
+    def call_range(phase):
+        phases.append(phase)
+        yield
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        t = timing.time_ranked(work, "cpu", TimingConfig(min_samples=4, max_samples=4, min_time_ms=0.0),
+                               call_range, warmup=2)
+    finally:
+        dist.destroy_process_group()
+    assert phases == ["warmup"] * 3 + ["timed"] * 4
+    assert len(t.samples_ms) == 4 and t.warmup_calls == 2

@@ -1,5 +1,6 @@
 """bench trace on CPU: named ranges per call (warmup told apart), a kernel table, and --nsys without nsys."""
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -83,3 +84,54 @@ def test_ncu_that_profiles_nothing_is_a_clear_error(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert "ncu captured no kernel for rmsnorm:eager:fwd" in proc.stderr and "No kernels were profiled" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_trace_of_a_multi_rank_case_writes_a_trace_per_rank(tmp_path):
+    """A collective over 2 gloo ranks: torchrun starts the ranks, each traces the same calls in the case's ranges;
+    rank 0's table is printed."""
+    proc = bench("trace", "--component", "collectives", "--impl", "torch", "--dtype", "fp32",
+                 "--point", "op=all_reduce,mb=1,world_size=2", "--device", "cpu", "--calls", "3",
+                 "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    name = "collectives:torch:fwd:op=all_reduce,mb=1,world_size=2,dtype=fp32"
+    traces = sorted(tmp_path.glob("trace-*.json"))
+    assert [t.name[-11:] for t in traces] == ["-rank0.json", "-rank1.json"]
+    for t in traces:
+        names = [e.get("name") for e in json.loads(t.read_text())["traceEvents"] if e.get("ph") == "X"]
+        assert names.count(name) == 3 and names.count(name + ":warmup") == 2
+        assert "gloo:all_reduce" in names
+    assert "rank 0's aten ops" in proc.stdout and "rank 1's trace" in proc.stdout
+
+
+def test_multi_rank_cases_that_cannot_be_traced_are_clear_errors():
+    """ncu of several ranks (it replays a kernel alone while an NCCL kernel waits for its peers), more ranks than
+    GPUs, and --memory on a CPU end in a sentence before torchrun starts."""
+    point = ("--component", "collectives", "--impl", "torch", "--point", "op=all_reduce,mb=1,world_size=2")
+    proc = bench("trace", *point, "--device", "cpu", "--ncu")
+    assert proc.returncode == 2 and "ncu cannot replay the collectives of 2 ranks" in proc.stderr, proc.stderr
+    proc = bench("trace", *point, "--device", "cpu", "--memory")
+    assert proc.returncode == 2 and "--memory records CUDA allocations" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_point_on_the_command_line_is_checked_as_a_suite_is():
+    """Choice axes (the LM's config) parse; a wrong name, value or missing axis is an error naming it."""
+    from bench import registry
+    from bench.suite import SuiteError, parse_point
+
+    dp = registry.get("data_parallel")
+    assert parse_point(dp, "batch=2,config=tiny-tied,seq=16,world_size=2,bucket_mb=1") == {
+        "config": "tiny-tied", "batch": 2, "seq": 16, "world_size": 2, "bucket_mb": 1}
+    assert parse_point(registry.get("attention"), "batch=1,heads=2,seq=64,head_dim=32,causal=True")["causal"] is True
+    for spec, says in [("config=tiny-tid,batch=2,seq=16,world_size=2,bucket_mb=1", "did you mean 'tiny-tied'"),
+                       ("config=tiny,batch=two,seq=16,world_size=2,bucket_mb=1", "batch: expected a positive integer"),
+                       ("config=tiny,batch=0,seq=16,world_size=2,bucket_mb=1", "sizes must be positive"),
+                       ("config=tiny,batch=2", "seq, world_size, bucket_mb: missing"),
+                       ("config=tiny,bach=2", "did you mean 'batch'"),
+                       ("config", "expected config=...")]:
+        with pytest.raises(SuiteError, match=re.escape(says)):
+            parse_point(dp, spec)
+    proc = bench("trace", "--component", "data_parallel", "--point", "config=nope,batch=2,seq=16,world_size=2,"
+                 "bucket_mb=1", "--device", "cpu")
+    assert proc.returncode == 2 and "'nope' is not one of tiny" in proc.stderr and "Traceback" not in proc.stderr
