@@ -193,7 +193,9 @@ def run(suite_names, suite_opt, suites_file, device, impls, components, modes, d
             _fail(f"--impl {name!r}: no component of suite(s) {', '.join(names)} has that implementation; "
                   f"known: {', '.join(known)}")
         for comp in owners:
-            why = comp.impls[name].needs.unmet(dev)
+            points = [p.case.point for p in every if p.case.component == comp.name] or [{}]
+            whys = [comp.unmet(comp.impls[name], pt, dev) for pt in points]
+            why = None if None in whys else whys[0]  # a point of one rank runs where one of two cannot
             if why:
                 _fail(f"--impl {name!r} was asked for by name but cannot run here: {comp.name}:{name} {why}")
     where: dict[str, list[str]] = {}  # axis -> the values it may take
@@ -464,7 +466,8 @@ def _trace_ranked(c, dev: str, calls: int, out_dir: Path, memory: bool, plain: b
     from bench import registry
     from bench import trace as tr
 
-    why = registry.get(c.component).impls[c.impl].needs.unmet(dev)
+    comp = registry.get(c.component)
+    why = comp.unmet(comp.impls[c.impl], c.point, dev)
     if why:
         _fail(f"{c.label} cannot run here: {why}")
     if plain:

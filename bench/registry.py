@@ -10,7 +10,7 @@ import importlib
 import os
 import importlib.util
 import pkgutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 MODES = ("fwd", "bwd", "fwd_bwd", "step")
@@ -140,6 +140,11 @@ class Component:
 
     def world_size(self, impl: "Impl", point: dict) -> int:
         return int(point.get("world_size", impl.needs.world_size)) if self.ranked else impl.needs.world_size
+
+    def unmet(self, impl: "Impl", point: dict, device: str) -> str | None:
+        """Why `impl` cannot run `point` on `device`: its needs, with the ranks the point asks for (a
+        data-parallel step of world_size 1 runs on one GPU, though its implementation lists 2 for `bench list`)."""
+        return replace(impl.needs, world_size=self.world_size(impl, point)).unmet(device)
 
     def impl(
         self,

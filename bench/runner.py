@@ -330,7 +330,7 @@ class Runner:
         c = p.case
         impl = comp.impls[c.impl]
         world = comp.world_size(impl, c.point)
-        why = impl.needs.unmet(self.opts.device) or impl.unsupported(c.mode, c.dtype)
+        why = comp.unmet(impl, c.point, self.opts.device) or impl.unsupported(c.mode, c.dtype)
         if not why and self.opts.device == "cuda" and world > (self.env or {}).get("gpu_count", 0):
             why = f"needs {world} GPUs, {(self.env or {}).get('gpu_count', 0)} visible"
         if why:

@@ -137,3 +137,17 @@ def test_step_runs_its_backward_on_the_calling_thread():
     dp.Step(model, dp.adamw(dp.trainable(model)))(dp.make_inputs(point, torch.float32, "cpu", 0, 0)["tokens"])
     assert seen == [False]
     assert torch.autograd.is_multithreading_enabled()
+
+
+def test_a_point_of_one_rank_runs_on_one_gpu(monkeypatch):
+    """The strategies list 2 GPUs among their needs (for `bench list`), but a point's world_size decides: one of
+    world_size 1 ran nowhere on a machine of one GPU ("needs 2 GPUs, 1 visible", H100, session 58)."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    comp = registry.get("data_parallel")
+    point = {"config": "tiny-tied", "batch": 2, "seq": 16, "world_size": 1, "bucket_mb": 1}
+    assert comp.unmet(comp.impls["ddp"], point, "cuda") is None
+    assert comp.unmet(comp.impls["ddp"], {**point, "world_size": 2}, "cuda") == "needs 2 GPUs, 1 visible"
+    assert comp.impls["ddp"].needs.unmet("cuda") == "needs 2 GPUs, 1 visible"  # what the runner asked before
