@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import torch
 
+from bench.profiling import backward_in_ranges
 from bench.registry import Component, Impl
 
 # Float64 reference working set allowed before the check falls back to a row slice: on a GPU a third of the
@@ -192,17 +193,6 @@ class Reference:
         return res
 
 
-def backward_on_this_thread():
-    """Runs a backward on the calling thread instead of autograd's worker thread for the GPU, so that the call's
-    NVTX range (push/pop ranges belong to one thread) holds the backward's kernels: without it `ncu --nvtx-include`
-    caught none of a bwd case's kernels (H200, session 57) and nsys left them outside their range; with it ncu
-    caught rmsnorm's two backward kernels (H100, baselines/h100/s57/). Device times stay (the timer holds the stream
-    with a spin kernel while the host issues the call): rmsnorm's bwd rows at 1024 x 16384 and 4096 x 4096 within
-    0.7% of the worker thread's on one H100, Triton's and the built-in's. The host's time per call fell: Triton's
-    0.49-0.56 ms to 0.17-0.18, the built-in's 0.10 and 0.14 to 0.10 and 0.05 (the hand-over to the worker thread)."""
-    return torch.autograd.set_multithreading_enabled(False)
-
-
 def run_for_check(impl: Impl, fn: Callable, comp: Component, mode: str, inputs: dict, device: str, seed: int,
                   out_like: tuple[torch.Tensor, ...]) -> tuple[tuple, dict]:
     """Run `fn` once as `mode` does and return (outputs, gradients by input name)."""
@@ -222,7 +212,7 @@ def run_for_check(impl: Impl, fn: Callable, comp: Component, mode: str, inputs: 
         outputs = as_tuple(fn(**ins))
         go = [grad_out_like(o, seed) for o in outputs]
         names = [g for g in comp.grad_inputs]
-        with backward_on_this_thread():
+        with backward_in_ranges(outputs):
             got = torch.autograd.grad(outputs, [ins[g] for g in names], go, allow_unused=True)
         grads = {n: g for n, g in zip(names, got) if g is not None}
         return tuple(o.detach() for o in outputs), grads

@@ -18,7 +18,7 @@ from typing import Any, Callable
 import torch
 
 from bench import profiling, registry
-from bench.check import Reference, as_tuple, backward_on_this_thread, grad_out_like, run_for_check, with_grad
+from bench.check import Reference, as_tuple, grad_out_like, run_for_check, with_grad
 from bench.dtypes import precision, torch_dtype
 from bench.timing import TimingConfig, autotune_bench, l2_flusher, time_call, wall_clock
 
@@ -85,7 +85,7 @@ def make_timed_call(impl: registry.Impl, fn: Callable, comp: registry.Component,
                 out = as_tuple(fn(**ins))
                 if go is None:
                     go = [grad_out_like(o, seed) for o in out]
-                with backward_on_this_thread():
+                with profiling.backward_in_ranges(out):
                     return torch.autograd.grad(out, gi, go)
 
             return call
@@ -93,7 +93,7 @@ def make_timed_call(impl: registry.Impl, fn: Callable, comp: registry.Component,
         go = [grad_out_like(o, seed) for o in out]
 
         def call():
-            with backward_on_this_thread():
+            with profiling.backward_in_ranges(out):
                 return torch.autograd.grad(out, gi, go, retain_graph=True)
 
         return call

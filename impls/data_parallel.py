@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from bench.check import backward_on_this_thread
-from bench.profiling import named
+from bench.profiling import backward_in_ranges, named
 from bench.registry import Cost, component
 from impls import _model
 
@@ -117,7 +116,7 @@ class Step:
                 else contextlib.nullcontext())
         with named("forward"), cast:
             loss = _model.loss_fn(self.model, tokens)
-        with named("backward"), backward_on_this_thread():  # inside its range, for nsys and ncu
+        with named("backward"), backward_in_ranges([loss]):
             loss.backward()
         if self.sync is not None:
             with named("grad_sync"):

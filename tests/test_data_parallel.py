@@ -125,18 +125,27 @@ def test_comm_share_from_a_trace_counts_overlap_once_and_exposed_time_apart():
     assert comm_shares([k for k in kernels if "nccl" not in k[0]])["comm_share"] == 0.0
 
 
-def test_step_runs_its_backward_on_the_calling_thread():
-    """The step's backward runs inside its `backward` range: on the calling thread, not autograd's worker thread
-    for the GPU (whose kernels an NVTX range pushed on this thread does not hold). Autograd's default is back after."""
+def test_step_carries_its_ranges_where_autograd_runs_its_backward(monkeypatch):
+    """The step's backward runs inside profiling.backward_in_ranges (autograd's worker thread for the GPU gets the
+    step's open NVTX ranges) and where training runs it: autograd's worker threads stay on."""
+    from contextlib import contextmanager
+
     import torch
 
     point = {"config": "tiny-tied", "batch": 2, "seq": 16, "world_size": 1, "bucket_mb": 1}
     model = dp.build_model(point, "cpu")
-    seen = []
+    seen, entered = [], []
     dp.trainable(model)[0].register_hook(lambda g: seen.append(torch.autograd.is_multithreading_enabled()))
+
+    @contextmanager
+    def recording(outputs):
+        entered.append([o.shape for o in outputs])
+        yield
+
+    monkeypatch.setattr(dp, "backward_in_ranges", recording)
     dp.Step(model, dp.adamw(dp.trainable(model)))(dp.make_inputs(point, torch.float32, "cpu", 0, 0)["tokens"])
-    assert seen == [False]
-    assert torch.autograd.is_multithreading_enabled()
+    assert seen == [True]
+    assert entered == [[torch.Size([])]]  # the loss
 
 
 def test_a_point_of_one_rank_runs_on_one_gpu(monkeypatch):

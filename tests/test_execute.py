@@ -136,15 +136,15 @@ def test_returning_memory_waits_while_the_driver_clears_it(monkeypatch):
     assert len(slept) == 1
 
 
-def test_backward_calls_run_on_the_calling_thread():
-    """The timed bwd and fwd_bwd calls, and the check's, run their backward on the calling thread: on a GPU
-    autograd otherwise runs it on a worker thread, outside the call's NVTX range (a push/pop range belongs to the
-    thread that pushed it), and ncu's range filter found none of its kernels. Autograd's default is back after."""
-    from bench import registry
-    from bench.check import run_for_check
-    from bench.execute import make_timed_call
+def test_backward_calls_carry_their_ranges_where_autograd_runs_them(monkeypatch):
+    """The timed bwd and fwd_bwd calls, and the check's, run their backward inside profiling.backward_in_ranges
+    (which gives autograd's worker thread the call's NVTX ranges) and where autograd runs it: its worker threads
+    stay on, as in training (session 57 had turned them off for the call; a host-bound step then read faster)."""
+    from contextlib import contextmanager
 
-    seen = []
+    from bench import check, execute, profiling, registry
+
+    seen, entered = [], []
 
     class Probe(torch.autograd.Function):
         @staticmethod
@@ -156,12 +156,22 @@ def test_backward_calls_run_on_the_calling_thread():
             seen.append(torch.autograd.is_multithreading_enabled())
             return g * 2
 
+    real = profiling.backward_in_ranges
+
+    @contextmanager
+    def recording(outputs):
+        entered.append(len(outputs))
+        with real(outputs):
+            yield
+
+    monkeypatch.setattr(profiling, "backward_in_ranges", recording)
+    monkeypatch.setattr(check, "backward_in_ranges", recording)
     comp = registry.get("rmsnorm")
     impl = registry.Impl("rmsnorm", "probe", build=None, needs=registry.Needs(), description="a probe")
     inputs = comp.make_inputs({"tokens": 3, "dim": 5}, torch.float32, "cpu", 0)
     fn = lambda x, w: Probe.apply(x) * w  # noqa: E731
     for mode in ("bwd", "fwd_bwd"):
-        make_timed_call(impl, fn, comp, mode, inputs, "cpu", 0, ())()
-    run_for_check(impl, fn, comp, "fwd_bwd", inputs, "cpu", 0, ())
-    assert seen == [False, False, False]
-    assert torch.autograd.is_multithreading_enabled()
+        execute.make_timed_call(impl, fn, comp, mode, inputs, "cpu", 0, ())()
+    check.run_for_check(impl, fn, comp, "fwd_bwd", inputs, "cpu", 0, ())
+    assert seen == [True, True, True]
+    assert entered == [1, 1, 1]

@@ -135,3 +135,37 @@ def test_point_on_the_command_line_is_checked_as_a_suite_is():
     proc = bench("trace", "--component", "data_parallel", "--point", "config=nope,batch=2,seq=16,world_size=2,"
                  "bucket_mb=1", "--device", "cpu")
     assert proc.returncode == 2 and "'nope' is not one of tiny" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_backward_on_another_thread_gets_the_open_ranges(monkeypatch):
+    """Autograd runs a backward of GPU tensors on its worker thread, outside the ranges the calling thread has open.
+    Here a Python thread stands in for that worker (a CPU backward runs on the thread that starts it): it pushes the
+    same names before the backward's first node and pops them all when the backward ends; the caller's own ranges
+    are untouched, and the hooks are gone afterwards."""
+    import threading
+
+    import torch
+
+    from bench import profiling
+
+    log = []
+    monkeypatch.setattr(profiling, "_push", lambda name: log.append((threading.get_ident(), "push", name)))
+    monkeypatch.setattr(profiling, "_pop", lambda: log.append((threading.get_ident(), "pop", None)))
+    x = torch.ones(3, requires_grad=True)
+    y = (x * 2).sum()
+    main = threading.get_ident()
+    with profiling.nvtx_range("call"), profiling.nvtx_range("backward"):
+        with profiling.backward_in_ranges([y]):
+            worker = threading.Thread(target=lambda: y.backward(retain_graph=True))
+            worker.start()
+            worker.join()
+        y.backward(retain_graph=True)  # on this thread, no longer mirrored: nothing pushed
+    assert x.grad.tolist() == [4.0, 4.0, 4.0]
+    theirs = [(op, name) for t, op, name in log if t == worker.ident]
+    assert theirs == [("push", "call"), ("push", "backward"), ("pop", None), ("pop", None)]
+    ours = [(op, name) for t, op, name in log if t == main]
+    assert ours == [("push", "call"), ("push", "backward"), ("pop", None), ("pop", None)]
+    assert profiling._open_names() == []
+    with profiling.backward_in_ranges([y]):  # no range open: nothing to carry
+        y.backward()
+    assert len(log) == 8
