@@ -82,7 +82,10 @@ def backward_in_ranges(outputs):
     57) and nsys left them outside their range. So the thread that runs the backward's first node pushes the same
     names before it, and pops them when the backward ends (autograd's final callback, run by the thread that
     finished the backward: the worker thread, for a graph all on one GPU). The backward stays where training runs
-    it: on the calling thread instead, the small LM's step read 5-30% faster (host-bound; H100, session 58)."""
+    it. Run on the calling thread instead (session 57's way), the small LM's host-bound step read faster on three
+    H100s (session 58, baselines/h100/s58/): in `bench run` 26.1 ms against 38.9 (one after the other), 22.6-23.4
+    against 24.6-30.2 and 24.7 against 24.8-27.3 (alternating), and 20.4 against 22.7 in alternating rounds of one
+    process. A kernel's bwd row reads the same device time either way (the timer's spin kernel covers the host)."""
     names = list(_open_names())
     roots = [o.grad_fn for o in outputs if isinstance(o, torch.Tensor) and o.grad_fn is not None]
     if not names or not roots:

@@ -169,3 +169,24 @@ def test_a_backward_on_another_thread_gets_the_open_ranges(monkeypatch):
     with profiling.backward_in_ranges([y]):  # no range open: nothing to carry
         y.backward()
     assert len(log) == 8
+
+
+def test_kernel_table_leaves_the_named_ranges_out():
+    """On a GPU the profiler projects each named range (the call's, a step's `backward`) onto the device with a
+    self time of its own; those are no kernels, and counted in they took a quarter of a norm's table."""
+    import types
+
+    import torch
+
+    from bench.trace import kernel_table
+
+    def evt(key, us, annotation):
+        return types.SimpleNamespace(key=key, self_device_time_total=us, count=5, is_user_annotation=annotation,
+                                     device_type=torch.autograd.DeviceType.CUDA)
+
+    prof = types.SimpleNamespace(key_averages=lambda: [
+        evt("_rmsnorm_bwd_kernel", 300.0, False), evt("rmsnorm:triton:bwd:tokens=8,dim=8,dtype=bf16", 200.0, True),
+        evt("_sum_partials_kernel", 100.0, False)])
+    rows = kernel_table(prof, "cuda", 5)
+    assert [r["kernel"] for r in rows] == ["_rmsnorm_bwd_kernel", "_sum_partials_kernel"]
+    assert [r["share"] for r in rows] == [0.75, 0.25]
