@@ -389,8 +389,8 @@ def trace(suite_name, suites_file, component, impls, point_spec, dtypes, modes, 
             _fail(f"{c.component} has no implementation {c.impl!r}; known: {', '.join(comps[c.component].impls)}")
         if comps[c.component].ranked:
             world = tr.world_size(c)
-            if dev == "cuda" and world > torch_device_count():
-                _fail(f"{c.label}: needs {world} GPUs, {torch_device_count()} visible")
+            if dev == "cuda" and world > _gpu_count():
+                _fail(f"{c.label}: needs {world} GPUs, {_gpu_count()} visible")
             # ncu replays a kernel alone, while an NCCL kernel waits for its peers on other processes
             if ncu and world > 1:
                 _fail(f"{c.label}: ncu cannot replay the collectives of {world} ranks; profile it with --nsys, or "
@@ -497,7 +497,7 @@ def _print_kernels(title: str, kernels: list[dict]) -> None:
     console.print(table)
 
 
-def torch_device_count() -> int:
+def _gpu_count() -> int:
     import torch
 
     return torch.cuda.device_count()
