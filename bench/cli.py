@@ -518,7 +518,10 @@ def subprocess_run(cmd):
 @click.option("--quick", is_flag=True, help="Smaller problems, seconds instead of a minute.")
 @click.option("--world-size", type=click.IntRange(min=1), default=None,
               help="Ranks for the all-reduce bus bandwidth (default: every GPU when several are present, else none).")
-def calibrate(device, quick, world_size):
+@click.option("--use", "use_file", default=None, metavar="FILE",
+              help="Measure nothing: take this device's ceilings from a calibration file of another machine (e.g. "
+                   "baselines/h100/calibration.json), so that runs here are judged against the baseline's roofline.")
+def calibrate(device, quick, world_size, use_file):
     """Measure this machine's ceilings and cache them for `bench run`."""
 
     from bench import calibrate as cal
@@ -528,6 +531,14 @@ def calibrate(device, quick, world_size):
     dev = _device(device)
     env = environment(dev)
     name = device_name(env, dev)
+    if use_file:
+        try:
+            spec, key = roofline.adopt(use_file, name, env.get("driver"))
+        except ValueError as e:
+            _fail(str(e))
+        console.print(f"{name} (driver {env.get('driver') or 'n/a'}): the ceilings of {key} in {use_file} "
+                      f"({spec.mem_bw / 1e9:,.0f} GB/s copy), stored in {roofline.cache_path()}")
+        return
     console.print(f"calibrating {name} (driver {env.get('driver') or 'n/a'})")
     if world_size is None:
         world_size = env.get("gpu_count", 0) if dev == "cuda" and env.get("gpu_count", 0) > 1 else 1

@@ -160,6 +160,25 @@ def store(spec: DeviceSpec, device_name: str, driver: str | None) -> Path:
     return path
 
 
+def adopt(path: str | Path, device_name: str, driver: str | None) -> tuple[DeviceSpec, str]:
+    """Take `device_name`'s ceilings from calibration file `path` (another machine's cache, e.g. a committed
+    baselines/<gpu>/calibration.json) for this machine and driver, so that runs here are judged against the same
+    roofline as the baseline's; returns them and the key they were stored under there. ValueError when the file
+    holds none for this device."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: not a calibration file ({e})")
+    mine = {k: v for k, v in data.items() if isinstance(v, dict) and k.split("|driver=")[0] == device_name}
+    if not mine:
+        held = sorted({k.split("|driver=")[0] for k in data}) or ["nothing"]
+        raise ValueError(f"{path} holds no ceilings of {device_name}; it holds {', '.join(held)}")
+    key = cache_key(device_name, driver) if cache_key(device_name, driver) in mine else sorted(mine)[-1]
+    spec = DeviceSpec.from_json(mine[key])
+    store(spec, device_name, driver)
+    return spec, key
+
+
 def resolve(device_name: str, driver: str | None) -> DeviceSpec | None:
     """Calibrated ceilings win over datasheet ones; None when neither exists (an unknown device, uncalibrated)."""
     return load_cached(device_name, driver) or datasheet(device_name)

@@ -1,4 +1,7 @@
 """Cost models against counts done by hand, and the prediction arithmetic."""
+import json
+import os
+
 import pytest
 
 from bench import registry, roofline
@@ -95,3 +98,33 @@ def test_allreduce_bus_bandwidth_definition_gloo():
     assert r["ms"] > 0
     assert r["algbw"] == pytest.approx(4 * 2**20 / (r["ms"] * 1e-3))
     assert r["busbw"] == pytest.approx(r["algbw"] * 2 * 1 / 2)
+
+
+def test_calibrate_use_takes_a_committed_calibration_for_this_machine(tmp_path):
+    """`bench calibrate --use FILE` measures nothing: this device's ceilings from another machine's file (another
+    driver) land in this machine's cache under its own key, so its runs are judged against the same roofline; a
+    file of another device is an error that names what it holds."""
+    import subprocess
+    import sys
+
+    from bench.results import device_name, environment
+
+    env = environment("cpu")
+    name = device_name(env, "cpu")
+    spec = roofline.merge({"mem_bw": 12.5e9, "tensor_flops": {"fp32": 3e11}}, None, name)
+    committed = tmp_path / "committed.json"
+    committed.write_text(json.dumps({roofline.cache_key(name, "other-driver"): spec.to_json(),
+                                     roofline.cache_key("NVIDIA H200", "580"): spec.to_json()}))
+    cache = tmp_path / "cache"
+    run = lambda f: subprocess.run([sys.executable, "-m", "bench.cli", "calibrate", "--device", "cpu", "--use", str(f)],  # noqa: E731
+                                   capture_output=True, text=True, env={**os.environ, "BENCH_CACHE_DIR": str(cache)})
+    proc = run(committed)
+    assert proc.returncode == 0, proc.stderr
+    assert f"{name}|driver=other-driver" in proc.stdout
+    stored = json.loads((cache / "calibration.json").read_text())
+    assert list(stored) == [roofline.cache_key(name, env.get("driver"))]
+    assert stored[roofline.cache_key(name, env.get("driver"))]["mem_bw"] == 12.5e9
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({roofline.cache_key("NVIDIA H200", "580"): spec.to_json()}))
+    proc = run(other)
+    assert proc.returncode == 2 and f"holds no ceilings of {name}; it holds NVIDIA H200" in proc.stderr

@@ -16,15 +16,7 @@ export PYTHONPATH=/tmp/site:$PWD BENCH_CACHE_DIR=/tmp/cal BENCH_GIT_SHA=$SHA
 nvidia-smi --query-gpu=uuid,name,clocks.sm,clocks.mem,clocks.max.sm,power.draw,temperature.gpu --format=csv \
   > "$OUT/smi-$PART.txt"
 if [ -f "$DIR/calibration.json" ]; then  # the committed ceilings, keyed to this machine's driver
-  python3 - "$DIR/calibration.json" <<'PY'
-import json, os, sys
-from bench import roofline
-from bench.results import device_name, environment
-(entry,) = json.load(open(sys.argv[1])).values()
-env = environment("cuda")
-os.makedirs("/tmp/cal", exist_ok=True)
-json.dump({roofline.cache_key(device_name(env, "cuda"), env.get("driver")): entry}, open("/tmp/cal/calibration.json", "w"))
-PY
+  python3 -m bench.cli calibrate --device cuda --use "$DIR/calibration.json" > /dev/null || exit 3
 else
   python3 -m bench.cli calibrate --device cuda 2>&1 | tee "$OUT/calibrate.txt" | grep -v "│"
   cp /tmp/cal/calibration.json "$OUT/calibration.json"

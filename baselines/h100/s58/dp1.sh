@@ -2,20 +2,7 @@
 # Session 58: multi-rank cases on one GPU: bench trace (torch.profiler, ncu) of data_parallel steps, and the
 # step's backward on the calling thread (HEAD) against autograd's worker thread (the one line reverted).
 set -u
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader)
-case $gpu in *H100*) DIR=baselines/h100 ;; *H200*) DIR=baselines/h200 ;; *) echo "card: $gpu"; exit 4 ;; esac
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whlrun2/*.whl
-export PYTHONPATH=/tmp/site:$PWD BENCH_CACHE_DIR=/tmp/cal BENCH_GIT_SHA=$SHA PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=uuid,name,clocks.sm,clocks.mem,clocks.max.sm,power.draw,temperature.gpu --format=csv > "$OUT/smi.txt"
-python3 - "$DIR/calibration.json" <<'PY'
-import json, os, sys
-from bench import roofline
-from bench.results import device_name, environment
-(entry,) = json.load(open(sys.argv[1])).values()
-env = environment("cuda")
-os.makedirs("/tmp/cal", exist_ok=True)
-json.dump({roofline.cache_key(device_name(env, "cuda"), env.get("driver")): entry}, open("/tmp/cal/calibration.json", "w"))
-PY
+source baselines/lease.sh
 P=config=tiny-tied,batch=2,seq=16,world_size=1,bucket_mb=1
 ncu_both() {  # $1: tag (NCU=0 skips it)
   [ "${NCU:-1}" = 0 ] && return

@@ -2,18 +2,7 @@
 # Session 58: the backward on autograd's worker thread with the call's ranges carried there (HEAD, "mirror"),
 # against the calling thread (session 57's way, .whlrun2/calling.patch) and the worker thread without them ("plain").
 set -u
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whlrun2/*.whl
-export BENCH_CACHE_DIR=/tmp/cal PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=uuid,name,clocks.sm,clocks.mem,clocks.max.sm,power.draw,temperature.gpu --format=csv > "$OUT/smi.txt"
-PYTHONPATH=/tmp/site:$PWD python3 - baselines/h100/calibration.json <<'PY'
-import json, os, sys
-from bench import roofline
-from bench.results import device_name, environment
-(entry,) = json.load(open(sys.argv[1])).values()
-env = environment("cuda")
-os.makedirs("/tmp/cal", exist_ok=True)
-json.dump({roofline.cache_key(device_name(env, "cuda"), env.get("driver")): entry}, open("/tmp/cal/calibration.json", "w"))
-PY
+source baselines/lease.sh
 rm -rf /tmp/calling /tmp/plain && cp -r "$PWD" /tmp/calling && cp -r "$PWD" /tmp/plain || exit 5
 (cd /tmp/calling && patch -s -p1 < .whlrun2/calling.patch) || exit 6
 sed -i 's/        with named("backward"), backward_in_ranges(\[loss\]):/        with named("backward"):/' /tmp/plain/impls/data_parallel.py

@@ -2,20 +2,7 @@
 # Session 57: the four ways the tool is used, on the lent GPU at HEAD: run (a few norms points, every impl), compare
 # against the card's committed baseline, trace (torch.profiler + ncu) one point, and the quick suite.
 set -u
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader)
-case $gpu in *H100*) DIR=baselines/h100 ;; *H200*) DIR=baselines/h200 ;; *) echo "card: $gpu"; exit 4 ;; esac
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whlrun2/*.whl
-export PYTHONPATH=/tmp/site:$PWD BENCH_CACHE_DIR=/tmp/cal BENCH_GIT_SHA=$SHA PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=uuid,name,clocks.sm,clocks.mem,clocks.max.sm,power.draw,temperature.gpu --format=csv > "$OUT/smi.txt"
-python3 - "$DIR/calibration.json" <<'PY'
-import json, os, sys
-from bench import roofline
-from bench.results import device_name, environment
-(entry,) = json.load(open(sys.argv[1])).values()
-env = environment("cuda")
-os.makedirs("/tmp/cal", exist_ok=True)
-json.dump({roofline.cache_key(device_name(env, "cuda"), env.get("driver")): entry}, open("/tmp/cal/calibration.json", "w"))
-PY
+source baselines/lease.sh
 t0=$(date +%s)
 python3 -m bench.cli run e2e --suites .whlrun2/e2e.yaml --no-report --out "$OUT/e2e.jsonl" 2>&1 | grep -v "━" | tail -30
 echo "run: $(( $(date +%s) - t0 )) s"
