@@ -489,6 +489,9 @@ def _trace_ranked(c, dev: str, calls: int, out_dir: Path, memory: bool, plain: b
 
 
 def _print_kernels(title: str, kernels: list[dict]) -> None:
+    if not kernels:  # e.g. an all-reduce of one rank: NCCL launches nothing
+        console.print(f"{title}: none ran")
+        return
     table = Table(title=title)
     for col in ("kernel", "calls", "total us", "mean us", "share"):
         table.add_column(col, justify="left" if col == "kernel" else "right", overflow="fold")
