@@ -1,10 +1,8 @@
 """The per-rank entry point of multi-rank cases: `torchrun --nproc-per-node N -m bench.distributed ...`.
 
-Each rank builds the implementation, checks its own output against the component's float64 reference, and
-times the call with `time_ranked`; rank 0 writes the row (worst error over ranks, slowest rank's time, peak
-memory of the fullest rank) as JSON to --out. NCCL on GPUs, gloo on the CPU; the same command runs across
-nodes with torchrun's --nnodes/--rdzv-endpoint. With --trace, --memory or --plain the ranks make `bench trace`'s
-calls instead (bench/trace.py builds that command).
+Each rank checks its output against the float64 reference and times the call (`time_ranked`); rank 0 writes the
+row (worst error, slowest rank's time, fullest rank's peak memory) to --out. NCCL on GPUs, gloo on the CPU. With
+--trace, --memory or --plain the ranks make `bench trace`'s calls instead (bench/trace.py builds that command).
 """
 from __future__ import annotations
 
