@@ -157,7 +157,9 @@ def run_ranked(case: Case, device: str, calls: int, out_dir: Path, what: str) ->
                 rows.append(json.load(f))
     rows.sort(key=lambda r: r["rank"])
     failed = [r for r in rows if r.get("status") != "ok"]
-    if failed or proc.returncode or len(rows) < world_size(case):
+    # every rank's row written is success, whatever torchrun's code: gloo ranks abort at teardown now and then
+    # on a loaded CPU (bench.runner.ranked_result)
+    if failed or len(rows) < world_size(case):
         why = failed[0]["reason"] if failed else f"torchrun exited with code {proc.returncode}"
         raise RankedError(f"{case.label}: {why}\n{(proc.stdout + proc.stderr)[-3000:]}")
     return rows
