@@ -388,9 +388,10 @@ def trace(suite_name, suites_file, component, impls, point_spec, dtypes, modes, 
         if c.impl not in comps[c.component].impls:
             _fail(f"{c.component} has no implementation {c.impl!r}; known: {', '.join(comps[c.component].impls)}")
         if comps[c.component].ranked:
+            why = comps[c.component].unmet(comps[c.component].impls[c.impl], c.point, dev)
+            if why:  # before torchrun starts (the point's ranks, not the implementation's listed needs)
+                _fail(f"{c.label} cannot run here: {why}")
             world = tr.world_size(c)
-            if dev == "cuda" and world > _gpu_count():
-                _fail(f"{c.label}: needs {world} GPUs, {_gpu_count()} visible")
             # ncu replays a kernel alone, while an NCCL kernel waits for its peers on other processes
             if ncu and world > 1:
                 _fail(f"{c.label}: ncu cannot replay the collectives of {world} ranks; profile it with --nsys, or "
@@ -463,13 +464,8 @@ def _trace_ranked(c, dev: str, calls: int, out_dir: Path, memory: bool, plain: b
     """`bench trace` of a multi-rank case: its ranks under torchrun, each making the same calls."""
     import subprocess
 
-    from bench import registry
     from bench import trace as tr
 
-    comp = registry.get(c.component)
-    why = comp.unmet(comp.impls[c.impl], c.point, dev)
-    if why:
-        _fail(f"{c.label} cannot run here: {why}")
     if plain:
         if subprocess.run(tr.plain_command(c, dev, calls, None)).returncode:
             _fail(f"{c.label}: a rank failed (its output is above)")
@@ -498,12 +494,6 @@ def _print_kernels(title: str, kernels: list[dict]) -> None:
     for k in kernels[:25]:
         table.add_row(k["kernel"][:90], str(k["calls"]), f"{k['total_us']:,.1f}", f"{k['mean_us']:,.2f}", f"{k['share']:.1%}")
     console.print(table)
-
-
-def _gpu_count() -> int:
-    import torch
-
-    return torch.cuda.device_count()
 
 
 def subprocess_run(cmd):

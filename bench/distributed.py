@@ -7,6 +7,7 @@ row (worst error, slowest rank's time, fullest rank's peak memory) to --out. NCC
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import sys
@@ -23,6 +24,22 @@ from bench.execute import Case, first_line
 from bench.timing import TimingConfig, time_ranked
 
 CHECK_ELEMENTS = 1 << 20  # outputs longer than this are checked on their first elements (the row says so)
+
+
+def command(case: Case, world: int, device: str) -> list[str]:
+    """torchrun with a process a rank, each running this module on `case` (the caller adds what they do)."""
+    spec = {"component": case.component, "impl": case.impl, "mode": case.mode, "point": case.point, "dtype": case.dtype}
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc-per-node",
+            str(world), "--max-restarts", "0", "-m", "bench.distributed", "--case", json.dumps(spec), "--device", device]
+
+
+def written_rows(out: str) -> list[dict]:
+    """The rows the ranks wrote for --out `out` (each its own file, see _write), in rank order."""
+    rows = []
+    for path in glob.glob(out + ".rank*.json"):
+        with open(path) as f:
+            rows.append(json.load(f))
+    return sorted(rows, key=lambda r: r["rank"])
 
 
 def build(case: Case, device: str, seed: int):

@@ -321,11 +321,11 @@ class Runner:
     def _ranked(self, p: Planned, comp) -> dict:
         """A multi-rank case: torchrun starts the ranks in a session of their own; a failing rank ends the
         run through torchrun, a hang through the point timeout, and nothing they started outlives the call."""
-        import glob
         import json
         import subprocess
-        import sys
         import tempfile
+
+        from bench import distributed
 
         c = p.case
         impl = comp.impls[c.impl]
@@ -338,12 +338,8 @@ class Runner:
         with tempfile.TemporaryDirectory(prefix="bench-ranks-") as tmp:
             out = os.path.join(tmp, "row.json")
             timing = {k: v for k, v in asdict(self.opts.timing).items()}
-            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
-                   "--nproc-per-node", str(world), "--max-restarts", "0", "-m", "bench.distributed",
-                   "--case", json.dumps({"component": c.component, "impl": c.impl, "mode": c.mode, "point": c.point,
-                                         "dtype": c.dtype}),
-                   "--device", self.opts.device, "--timing", json.dumps(timing), "--seed", str(self.opts.seed),
-                   "--out", out, "--pids", tmp]
+            cmd = distributed.command(c, world, self.opts.device) + [
+                "--timing", json.dumps(timing), "--seed", str(self.opts.seed), "--out", out, "--pids", tmp]
             log = open(os.path.join(tmp, "log.txt"), "w+")
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             try:
@@ -358,11 +354,7 @@ class Runner:
                                                        f"{self.opts.point_timeout:g} s; every rank was stopped"}
             log.seek(0)
             text = log.read()
-            rows = []
-            for path in sorted(glob.glob(out + ".rank*.json")):
-                with open(path) as f:
-                    rows.append(json.load(f))
-            return ranked_result(rows, proc.returncode, text)
+            return ranked_result(distributed.written_rows(out), proc.returncode, text)
 
 
 def ranked_result(rows: list[dict], returncode: int, log: str) -> dict:

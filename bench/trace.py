@@ -8,9 +8,7 @@ counted beside the cost model's. `--memory` dumps a CUDA memory snapshot for PyT
 from __future__ import annotations
 
 import csv
-import glob
 import io
-import json
 import os
 import re
 import shlex
@@ -23,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from bench import profiling, registry
+from bench import distributed, profiling, registry
 from bench.dtypes import precision
 from bench.execute import Case, point_label, prepare_call
 
@@ -133,12 +131,9 @@ def world_size(case: Case) -> int:
 
 
 def ranked_command(case: Case, device: str, calls: int) -> list[str]:
-    """torchrun with a process a rank, each making the calls of `bench trace` (bench.distributed; add --plain,
-    --trace DIR or --memory DIR)."""
-    spec = {"component": case.component, "impl": case.impl, "mode": case.mode, "point": case.point, "dtype": case.dtype}
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc-per-node",
-            str(world_size(case)), "--max-restarts", "0", "-m", "bench.distributed", "--case", json.dumps(spec),
-            "--device", device, "--calls", str(calls)]
+    """torchrun with a process a rank, each making the calls of `bench trace` (add --plain, --trace DIR or
+    --memory DIR)."""
+    return distributed.command(case, world_size(case), device) + ["--calls", str(calls)]
 
 
 class RankedError(RuntimeError):
@@ -151,11 +146,7 @@ def run_ranked(case: Case, device: str, calls: int, out_dir: Path, what: str) ->
         out = os.path.join(tmp, "row.json")
         cmd = ranked_command(case, device, calls) + [f"--{what}", str(out_dir), "--out", out]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
-        rows = []
-        for path in sorted(glob.glob(out + ".rank*.json")):
-            with open(path) as f:
-                rows.append(json.load(f))
-    rows.sort(key=lambda r: r["rank"])
+        rows = distributed.written_rows(out)
     failed = [r for r in rows if r.get("status") != "ok"]
     # every rank's row written is success, whatever torchrun's code: gloo ranks abort at teardown now and then
     # on a loaded CPU (bench.runner.ranked_result)
