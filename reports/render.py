@@ -184,16 +184,28 @@ def roofline_chart(g: pd.DataFrame, colors: dict, device: str) -> dict:
     return fig.to_plotly_json()
 
 
+def _split_axes(points: list) -> tuple[dict, list[dict]]:
+    """(the axes every point has with one value, each point's other axes)."""
+    dicts = [p if isinstance(p, dict) else {} for p in points]
+    keys = list(dict.fromkeys(k for p in dicts for k in p))
+    same = [k for k in keys if dicts and all(k in p for p in dicts) and len({str(p[k]) for p in dicts}) == 1]
+    return {k: dicts[0][k] for k in same}, [{k: v for k, v in p.items() if k not in same} for p in dicts]
+
+
 def _varying_labels(points: list) -> tuple[str, list[str]]:
     """(the axes every point shares, "batch=8,heads=16"; each point named by the axes that differ): a sweep's
     tick labels then read "seq=4096,head_dim=128" instead of repeating batch, heads and causal at every tick."""
-    dicts = [p if isinstance(p, dict) else {} for p in points]
-    keys = list(dict.fromkeys(k for p in dicts for k in p))
-    same = [k for k in keys if all(k in p for p in dicts) and len({str(p[k]) for p in dicts}) == 1]
-    if len(points) < 2 or not same or len(same) == len(keys):
+    shared, rest = _split_axes(points)
+    if len(points) < 2 or not shared or not any(rest):
         return "", [_point_label(p) for p in points]
-    return (_point_label({k: dicts[0][k] for k in same}),
-            [_point_label({k: v for k, v in p.items() if k not in same}) for p in dicts])
+    return _point_label(shared), [_point_label(r) for r in rest]
+
+
+def _natural(point) -> tuple:
+    """A sort key for a point: its values in order, numbers by value (bucket_mb 1, 10, 25, 100, not 1, 10, 100, 25)."""
+    values = point.values() if isinstance(point, dict) else [point]
+    return tuple((0, v, "") if isinstance(v, (int, float)) and not isinstance(v, bool) else (1, 0, str(v))
+                 for v in values)
 
 
 def shape_charts(g: pd.DataFrame, colors: dict) -> list[dict]:
@@ -201,10 +213,21 @@ def shape_charts(g: pd.DataFrame, colors: dict) -> list[dict]:
     out = []
     ok = g[(g["status"] == "ok") & g["median_ms"].notna()]
     for (device, mode, dtype), s in ok.groupby(["device", "mode", "dtype"], sort=False):
-        points = s.drop_duplicates("point_label").sort_values("size")
-        order = points["point_label"].tolist()
-        fixed, ticks = _varying_labels(points["point"].tolist())  # tick labels, in `order`
+        # by work, then (equal work: bucket sizes of one step) by the points' values
+        points = sorted(s.drop_duplicates("point_label").to_dict("records"),
+                        key=lambda r: (r["size"] if _num(r["size"]) else math.inf, _natural(r["point"])))
+        order = [r["point_label"] for r in points]
+        fixed, ticks = _varying_labels([r["point"] for r in points])  # tick labels, in `order`
         time_fig, speed_fig = go.Figure(), go.Figure()
+        predicted = s.dropna(subset=["predicted_ms"]).groupby("point_label")["predicted_ms"].first().reindex(order)
+        if predicted.notna().any():  # the cost model's time of each point, the same for every impl
+            bound = s.dropna(subset=["predicted_ms"]).groupby("point_label")["bound"].first().reindex(order)
+            hover = [html.escape(f"roofline {p}") + (f"<br>{m:.4g} ms predicted ({b}-bound)" if _num(m) else "")
+                     for p, m, b in zip(order, predicted, bound)]
+            time_fig.add_trace(go.Scatter(x=ticks, y=predicted.tolist(), mode="lines+markers", name="roofline (predicted)",
+                                          line=dict(color="#444", dash="dash", width=1.5),
+                                          marker=dict(symbol="line-ew-open", size=14, color="#444"), text=hover,
+                                          hovertemplate="%{text}<extra></extra>"))
         for impl, t in s.groupby("impl"):
             t = t.set_index("point_label").reindex(order)
             hover = [html.escape(f"{impl} {p}") + (f"<br>{m:.4g} ms" if _num(m) else "") for p, m in zip(order, t["median_ms"])]
@@ -222,10 +245,16 @@ def shape_charts(g: pd.DataFrame, colors: dict) -> list[dict]:
         for lay in (lt, ls):
             lay["xaxis"]["tickangle"] = -30 if len(order) > 3 else 0
             lay["xaxis"]["automargin"] = True
+            # the legend in rows under the title, not over it (five impls and the roofline make two rows)
+            lay["title"].update(y=0.98, yanchor="top")
+            lay["legend"].update(x=0, xanchor="left", y=1.02, yanchor="bottom")
+            lay["margin"]["t"] = 100
         ls["shapes"] = [dict(type="line", xref="paper", x0=0, x1=1, y0=1, y1=1, line=dict(color="#999", dash="dot"))]
         time_fig.update_layout(**lt)
         speed_fig.update_layout(**ls)
-        out.append({"title": title, "time": time_fig.to_plotly_json(), "speedup": speed_fig.to_plotly_json()})
+        one_impl = s["impl"].nunique() < 2  # its speedup over itself is 1 everywhere: no chart
+        out.append({"title": title, "time": time_fig.to_plotly_json(),
+                    "speedup": None if one_impl else speed_fig.to_plotly_json()})
     return out
 
 
@@ -268,8 +297,12 @@ def memory_chart(g: pd.DataFrame, device: str) -> dict:
     ok = g[(g["status"] == "ok") & g["predicted_mem_bytes"].notna() & g["peak_mem_bytes"].notna()]
     if ok.empty:
         return {}
-    ok = ok.sort_values(["point_label", "impl"])
-    labels = [html.escape(f"{i} {d} {p}") for i, d, p in zip(ok["impl"], ok["dtype"], ok["point_label"])]
+    ok = pd.DataFrame(sorted(ok.to_dict("records"), key=lambda r: (r["impl"], _natural(r["point"]), r["dtype"])))
+    # a bar is named by its impl and what differs between the bars; what they share goes in the title
+    shared, rest = _split_axes(ok["point"].tolist())
+    several = [c for c in ("mode", "dtype") if ok[c].nunique() > 1]
+    labels = [html.escape(" ".join([r["impl"], *(str(r[c]) for c in several)] + ([_point_label(v)] if v else [])))
+              for r, v in zip(ok.to_dict("records"), rest)]
     gib = 2**30
     ratio = ok["peak_mem_bytes"] / ok["predicted_mem_bytes"]
     fig = go.Figure()
@@ -278,8 +311,8 @@ def memory_chart(g: pd.DataFrame, device: str) -> dict:
                          hovertemplate="%{x}<br>%{y:.2f} GiB, %{text}<extra></extra>"))
     fig.add_trace(go.Bar(x=labels, y=(ok["predicted_mem_bytes"] / gib).tolist(), name="predicted", marker_color=PALETTE[1],
                          hovertemplate="%{x}<br>%{y:.2f} GiB predicted<extra></extra>"))
-    fig.update_layout(barmode="group", **_layout(f"Peak memory per rank on {html.escape(device)}", "implementation",
-                                                 "memory per rank (GiB)"))
+    title = f"Peak memory per rank on {device}" + (f" ({_point_label(shared)})" if shared else "")
+    fig.update_layout(barmode="group", **_layout(html.escape(title), "implementation", "memory per rank (GiB)"))
     return fig.to_plotly_json()
 
 
@@ -343,13 +376,14 @@ def overview(df: pd.DataFrame) -> list[dict]:
             best_speed = geo.max()
             pct = ok[ok["impl"] == best]["roofline_pct"].dropna()
             best_pct = float(pct.median()) if len(pct) else None
-        bad = sum(counts.get(s, 0) for s in ("mismatch", "error", "oom", "timeout"))
+        # out of memory is a limit of the machine (the section names where it starts), not a failure
+        wrong, failed = counts.get("mismatch", 0), counts.get("error", 0) + counts.get("timeout", 0)
         out.append({"component": comp, "device": device, "best": best or "-",
                     "speedup": f"{best_speed:.2f}x" if best_speed else "-",
                     "roofline": f"{best_pct:.0f}%" if best_pct is not None else "-",
                     "baseline": g["baseline_impl"].iloc[0], "impls": len(set(g["impl"])), "rows": len(g),
                     "statuses": [{"status": s, "n": counts[s]} for s in STATUS_ORDER if counts.get(s)],
-                    "healthy": bad == 0})
+                    "wrong": wrong, "failed": failed})
     return out
 
 
@@ -377,8 +411,11 @@ def machines(df: pd.DataFrame) -> list[dict]:
             ceilings.insert(0, f"memory: {bw.iloc[0]:,.0f} GB/s")
         at = 1 if len(bw) else 0  # after the memory ceiling
         ceilings[at:at] = copy_probes(g)
-        times = pd.to_datetime(g["time"], errors="coerce").dropna()
-        span = (times.max() - times.min()).total_seconds() if len(times) else None
+        times = pd.to_datetime(g["time"], errors="coerce")
+        # each run's first to last row, summed: runs days apart do not count the days between them
+        spans = times.groupby(g["run_id"].fillna("")).agg(lambda t: (t.max() - t.min()).total_seconds()).dropna()
+        span = float(spans.sum()) if len(spans) else None
+        times = times.dropna()
         out.append({
             "device": device, "backend": (g["backend"].dropna().iloc[0] if "backend" in g and g["backend"].notna().any() else ""),
             "software": ", ".join(f"{k} {env.get(k)}" for k in ("torch", "triton", "cuda", "driver", "python") if env.get(k)),
@@ -451,8 +488,10 @@ def render(paths: list[str], out_dir: str | Path, baselines: list[str] | None = 
         panels = []
         for i, panel in enumerate(shape_charts(g, colors)):
             charts[f"{cid}-t{i}"] = panel["time"]
-            charts[f"{cid}-s{i}"] = panel["speedup"]
-            panels.append({"title": panel["title"], "time": f"{cid}-t{i}", "speedup": f"{cid}-s{i}"})
+            if panel["speedup"]:
+                charts[f"{cid}-s{i}"] = panel["speedup"]
+            panels.append({"title": panel["title"], "time": f"{cid}-t{i}",
+                           "speedup": f"{cid}-s{i}" if panel["speedup"] else None})
         sections.append({"id": cid, "name": comp, "roofs": roofs, "panels": panels,
                          "table": table(g), "rows": len(g), "oom": first_oom(g),
                          "impls": ", ".join(sorted(set(g["impl"]))), "baseline": g["baseline_impl"].iloc[0]})

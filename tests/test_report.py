@@ -282,3 +282,97 @@ def test_machines_list_each_runs_copy_probe(tmp_path):
     assert "copy probe, run run-b: 32 MiB into 32 MiB in 20.40 us (3,290 GB/s)" in page
     bare = render([str(write(tmp_path / "c.jsonl", fixture_rows()))], tmp_path / "out2").read_text()
     assert "copy probe" not in bare
+
+
+def charts_of(page: str) -> dict:
+    return json.loads(page.split('<script id="chart-data" type="application/json">')[1].split("</script>")[0])
+
+
+def values(array) -> list:
+    """A trace's numbers: a list, or plotly's packed form of a numpy array ({"dtype", "bdata"})."""
+    if isinstance(array, dict):
+        import base64
+
+        import numpy as np
+
+        return np.frombuffer(base64.b64decode(array["bdata"]), dtype=array["dtype"]).tolist()
+    return array
+
+
+def test_time_chart_draws_the_roofline_prediction_beside_the_measurements(tmp_path):
+    """Measured against predicted, point by point: the time chart's first trace is the cost model's time of
+    each point (the same for every impl), in the panel's order of points."""
+    page = render([str(write(tmp_path / "x.jsonl", fixture_rows()))], tmp_path / "out").read_text()
+    time_charts = [c for c in charts_of(page).values() if c["layout"]["title"]["text"] == "Time per call"]
+    assert len(time_charts) == 1
+    roof = time_charts[0]["data"][0]
+    assert roof["name"] == "roofline (predicted)"
+    assert roof["x"] == ["tokens=1024", "tokens=4096", "tokens=16384"]
+    assert roof["y"] == pytest.approx([4.0 * t * 4096 / 4.3e9 for t in (1024, 4096, 16384)])
+    assert "ms predicted (memory-bound)" in roof["text"][0]
+    measured = {t["name"]: values(t["y"]) for t in time_charts[0]["data"][1:]}
+    assert measured["triton"] == pytest.approx([0.01 * t / 1024 * 0.6 for t in (1024, 4096, 16384)])
+
+
+def test_overview_counts_wrong_and_unfinished_rows_but_not_out_of_memory(tmp_path):
+    """Out of memory is where the machine ends (the section names the first such point), not a failure: a
+    component whose only other rows ran out of memory still reads as agreeing with float64."""
+    def rows(statuses):
+        return [{"run_id": "r", "suite": "s", "component": "softmax", "impl": "eager", "mode": "fwd",
+                 "point": {"rows": 2**i, "dim": 768}, "dtype": "bf16", "device": "NVIDIA H200", "status": st,
+                 "reason": "", "flops": 1.0, "bytes": 1.0, "baseline": "eager",
+                 **({"samples_ms": [1.0] * 3, "median_ms": 1.0, "p20_ms": 1.0, "p80_ms": 1.0} if st == "ok" else {})}
+                for i, st in enumerate(statuses)]
+
+    def overview_cell(statuses, name):
+        page = render([str(write(tmp_path / f"{name}.jsonl", rows(statuses)))], tmp_path / name).read_text()
+        return page.split('id="overview-table"')[1].split("</table>")[0]
+
+    cell = overview_cell(["ok", "ok", "oom"], "oom")
+    assert "all checked rows agree with float64" in cell and "oom 1" in cell and "&#10007;" not in cell
+    cell = overview_cell(["ok", "mismatch", "oom"], "wrong")
+    assert "1 disagree with float64" in cell and "all checked rows agree" not in cell
+    cell = overview_cell(["ok", "error", "timeout", "oom"], "failed")
+    assert "all checked rows agree with float64" in cell and "2 ended in an error or a timeout" in cell
+
+
+def test_wall_time_sums_each_runs_span_not_the_days_between_runs(tmp_path):
+    def run(run_id, day):
+        rows = fixture_rows(run=run_id)[:4]
+        for i, r in enumerate(rows):  # rows 0, 5, 10 and 15 minutes into the run
+            r["time"] = f"2026-11-{day}T10:{5 * i:02d}:00+00:00"
+            r["point"] = {"tokens": 1024 * (i + 1), "dim": 4096, "run": run_id}  # distinct cases
+        return rows
+
+    paths = [str(write(tmp_path / "a.jsonl", run("run-a", 20))), str(write(tmp_path / "b.jsonl", run("run-b", 27)))]
+    page = render(paths, tmp_path / "out").read_text()
+    machines = page.split("<h2>Machines</h2>")[1].split("</table>")[0]
+    assert ">30.0 min<" in machines  # 15 + 15, not the week between the runs
+
+
+def test_a_panel_of_one_impl_has_no_speedup_chart_and_equal_work_points_sort_by_value(tmp_path):
+    """Data-parallel strategies at one step's work: bucket sizes read 1, 10, 25, 100, in the time chart and the
+    memory chart, whose bars are named by impl and what differs (the shared axes in its title); a panel with
+    one impl gets no speedup chart (its speedup over itself is 1 everywhere)."""
+    rows = []
+    for impl, mbs in (("bucketed", (25, 1, 100, 10)), ("ddp", (25,))):
+        for mb in mbs:
+            rows.append({"run_id": "r", "suite": "d", "component": "data_parallel", "impl": impl, "mode": "step",
+                         "point": {"config": "xl", "batch": 4, "world_size": 2, "bucket_mb": mb}, "dtype": "bf16",
+                         "device": "NVIDIA H200", "status": "ok", "samples_ms": [200.0] * 3, "median_ms": 200.0,
+                         "p20_ms": 200.0, "p80_ms": 200.0, "flops": 2e13, "bytes": 1e11, "predicted_ms": 30.0,
+                         "bound": "compute", "baseline": "ddp", "peak_mem_bytes": 40 * 2**30,
+                         "predicted_mem_bytes": 38 * 2**30})
+    solo = [dict(r, component="collectives", impl="torch", baseline="torch", peak_mem_bytes=None,
+                 predicted_mem_bytes=None) for r in rows if r["impl"] == "ddp"]
+    page = render([str(write(tmp_path / "d.jsonl", rows + solo))], tmp_path / "out").read_text()
+    charts = charts_of(page)
+    times = [c for c in charts.values() if c["layout"]["title"]["text"] == "Time per call"]
+    ticks = {tuple(t["x"]) for c in times for t in c["data"]}
+    assert ("bucket_mb=1", "bucket_mb=10", "bucket_mb=25", "bucket_mb=100") in ticks
+    speedups = [c for c in charts.values() if c["layout"]["title"]["text"].startswith("Speedup over")]
+    assert len(times) == 2 and len(speedups) == 1  # data_parallel's; collectives' one impl has none
+    mem = [c for c in charts.values() if "Peak memory per rank" in c["layout"]["title"]["text"]]
+    assert len(mem) == 1 and mem[0]["layout"]["title"]["text"] == "Peak memory per rank on NVIDIA H200 (config=xl,batch=4,world_size=2)"
+    assert mem[0]["data"][0]["x"] == ["bucketed bucket_mb=1", "bucketed bucket_mb=10", "bucketed bucket_mb=25",
+                                      "bucketed bucket_mb=100", "ddp bucket_mb=25"]
