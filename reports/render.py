@@ -240,13 +240,15 @@ def shape_charts(g: pd.DataFrame, colors: dict) -> list[dict]:
                                            hovertemplate="%{text}<br>%{y:.2f}x<extra></extra>"))
         base = s["baseline_impl"].iloc[0]
         title = f"{mode}, {dtype} on {device}" + (f" ({fixed})" if fixed else "")
-        lt = _layout("Time per call", "shape (ordered by work)", "median time (ms, log; bars p20-p80)", ylog=True)
+        # a short y title: a long one runs down into the tick labels that hang left of the first points
+        lt = _layout("Time per call<br><sup>median, bars p20-p80</sup>", "shape (ordered by work)", "ms (log)",
+                     ylog=True)
         ls = _layout(f"Speedup over {html.escape(base)}", "shape (ordered by work)", f"speedup over {html.escape(base)} (x)")
         for lay in (lt, ls):
             lay["xaxis"]["tickangle"] = -30 if len(order) > 3 else 0
             lay["xaxis"]["automargin"] = True
             # the legend in rows under the title, not over it (five impls and the roofline make two rows)
-            lay["title"].update(y=0.98, yanchor="top")
+            lay["title"].update(y=0.96, yanchor="top")
             lay["legend"].update(x=0, xanchor="left", y=1.02, yanchor="bottom")
             lay["margin"]["t"] = 100
         ls["shapes"] = [dict(type="line", xref="paper", x0=0, x1=1, y0=1, y1=1, line=dict(color="#999", dash="dot"))]
