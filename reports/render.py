@@ -132,12 +132,14 @@ def _colors(impls) -> dict:
 
 
 def _layout(title: str, xtitle: str, ytitle: str, xlog=False, ylog=False, height=420) -> dict:
+    """A chart's layout: the legend in rows under the title, not over it (five impls and the roofline, or eight
+    collectives, take two rows)."""
     return dict(
-        title=dict(text=title, font=dict(size=15)),  # callers escape what came from results files
+        title=dict(text=title, font=dict(size=15), y=0.96, yanchor="top"),  # callers escape results' text
         xaxis=dict(title=dict(text=xtitle), type="log" if xlog else "-", gridcolor="#e5e5e5", zeroline=False),
         yaxis=dict(title=dict(text=ytitle), type="log" if ylog else "-", gridcolor="#e5e5e5", zeroline=False),
-        height=height, margin=dict(l=70, r=20, t=60, b=60), plot_bgcolor="white", paper_bgcolor="white",
-        legend=dict(orientation="h", yanchor="bottom", y=1.0, x=1, xanchor="right", font=dict(size=11)),
+        height=height, margin=dict(l=70, r=20, t=100, b=60), plot_bgcolor="white", paper_bgcolor="white",
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0, xanchor="left", font=dict(size=11)),
         hoverlabel=dict(align="left"), font=dict(family="system-ui, sans-serif", size=12),
     )
 
@@ -179,7 +181,7 @@ def roofline_chart(g: pd.DataFrame, colors: dict, device: str) -> dict:
     lay = _layout(f"Roofline on {html.escape(device)}<br><sup>marker: {html.escape(shapes)}; filled fwd, open with backward</sup>", "arithmetic intensity (FLOP/byte, log)", "achieved TFLOP/s (log)",
                   xlog=True, ylog=True, height=460)
     lay["legend"] = dict(orientation="v", x=1.01, y=1, xanchor="left", yanchor="top", font=dict(size=11))
-    lay["margin"]["r"] = 10
+    lay["margin"].update(r=10, t=60)
     fig.update_layout(**lay)
     return fig.to_plotly_json()
 
@@ -218,39 +220,41 @@ def shape_charts(g: pd.DataFrame, colors: dict) -> list[dict]:
                         key=lambda r: (r["size"] if _num(r["size"]) else math.inf, _natural(r["point"])))
         order = [r["point_label"] for r in points]
         fixed, ticks = _varying_labels([r["point"] for r in points])  # tick labels, in `order`
+        impls = sorted(set(s["impl"]))
+        one_point = len(order) == 1  # impls side by side along x (DDP against FSDP at one step), not one tick
+        if one_point:
+            fixed, ticks = order[0], []
         time_fig, speed_fig = go.Figure(), go.Figure()
         predicted = s.dropna(subset=["predicted_ms"]).groupby("point_label")["predicted_ms"].first().reindex(order)
         if predicted.notna().any():  # the cost model's time of each point, the same for every impl
             bound = s.dropna(subset=["predicted_ms"]).groupby("point_label")["bound"].first().reindex(order)
             hover = [html.escape(f"roofline {p}") + (f"<br>{m:.4g} ms predicted ({b}-bound)" if _num(m) else "")
                      for p, m, b in zip(order, predicted, bound)]
-            time_fig.add_trace(go.Scatter(x=ticks, y=predicted.tolist(), mode="lines+markers", name="roofline (predicted)",
+            x, y = (impls, predicted.tolist() * len(impls)) if one_point else (ticks, predicted.tolist())
+            time_fig.add_trace(go.Scatter(x=x, y=y, mode="lines+markers", name="roofline (predicted)",
                                           line=dict(color="#444", dash="dash", width=1.5),
-                                          marker=dict(symbol="line-ew-open", size=14, color="#444"), text=hover,
-                                          hovertemplate="%{text}<extra></extra>"))
+                                          marker=dict(symbol="line-ew-open", size=14, color="#444"),
+                                          text=hover * (len(x) // len(hover)), hovertemplate="%{text}<extra></extra>"))
         for impl, t in s.groupby("impl"):
             t = t.set_index("point_label").reindex(order)
             hover = [html.escape(f"{impl} {p}") + (f"<br>{m:.4g} ms" if _num(m) else "") for p, m in zip(order, t["median_ms"])]
-            time_fig.add_trace(go.Scatter(x=ticks, y=t["median_ms"], mode="lines+markers", name=html.escape(impl),
+            x = [impl] if one_point else ticks
+            time_fig.add_trace(go.Scatter(x=x, y=t["median_ms"], mode="lines+markers", name=html.escape(impl),
                                           line=dict(color=colors[impl]), text=hover, hovertemplate="%{text}<extra></extra>",
                                           error_y=dict(type="data", symmetric=False, array=(t["p80_ms"] - t["median_ms"]),
                                                        arrayminus=(t["median_ms"] - t["p20_ms"]), thickness=1, width=3)))
-            speed_fig.add_trace(go.Scatter(x=ticks, y=t["speedup"], mode="lines+markers", name=html.escape(impl),
+            speed_fig.add_trace(go.Scatter(x=x, y=t["speedup"], mode="lines+markers", name=html.escape(impl),
                                            line=dict(color=colors[impl]), text=hover,
                                            hovertemplate="%{text}<br>%{y:.2f}x<extra></extra>"))
         base = s["baseline_impl"].iloc[0]
         title = f"{mode}, {dtype} on {device}" + (f" ({fixed})" if fixed else "")
         # a short y title: a long one runs down into the tick labels that hang left of the first points
-        lt = _layout("Time per call<br><sup>median, bars p20-p80</sup>", "shape (ordered by work)", "ms (log)",
-                     ylog=True)
-        ls = _layout(f"Speedup over {html.escape(base)}", "shape (ordered by work)", f"speedup over {html.escape(base)} (x)")
+        xtitle = "implementation" if one_point else "shape (ordered by work)"
+        lt = _layout("Time per call<br><sup>median, bars p20-p80</sup>", xtitle, "ms (log)", ylog=True)
+        ls = _layout(f"Speedup over {html.escape(base)}", xtitle, f"speedup over {html.escape(base)} (x)")
         for lay in (lt, ls):
             lay["xaxis"]["tickangle"] = -30 if len(order) > 3 else 0
             lay["xaxis"]["automargin"] = True
-            # the legend in rows under the title, not over it (five impls and the roofline make two rows)
-            lay["title"].update(y=0.96, yanchor="top")
-            lay["legend"].update(x=0, xanchor="left", y=1.02, yanchor="bottom")
-            lay["margin"]["t"] = 100
         ls["shapes"] = [dict(type="line", xref="paper", x0=0, x1=1, y0=1, y1=1, line=dict(color="#999", dash="dot"))]
         time_fig.update_layout(**lt)
         speed_fig.update_layout(**ls)
@@ -274,7 +278,9 @@ def busbw_chart(g: pd.DataFrame, device: str) -> dict:
     for (op, ws, dtype), s in ok.sort_values("mb").groupby(["op", "ws", "dtype"]):
         text = [html.escape(f"{op} {mb} MB x{ws} {dtype}") + f"<br>{t:.4g} ms, {b:,.1f} GB/s" for mb, t, b in
                 zip(s["mb"], s["median_ms"], s["busbw_gbps"])]
-        fig.add_trace(go.Scatter(x=s["mb"], y=s["busbw_gbps"], mode="lines+markers", line=dict(color=colors[op]),
+        fig.add_trace(go.Scatter(x=s["mb"], y=s["busbw_gbps"], mode="lines+markers",  # an op a color, a dtype a marker
+                                 line=dict(color=colors[op], dash="solid" if dtype == "bf16" else "dot"),
+                                 marker=dict(symbol=SYMBOLS.get(dtype, "circle"), size=8),
                                  name=html.escape(f"{op} ({ws} ranks, {dtype})"), text=text,
                                  hovertemplate="%{text}<extra></extra>"))
     ceiling = ok["peak_comm_gbps"].dropna() if "peak_comm_gbps" in ok.columns else pd.Series(dtype=float)

@@ -376,3 +376,25 @@ def test_a_panel_of_one_impl_has_no_speedup_chart_and_equal_work_points_sort_by_
     assert len(mem) == 1 and mem[0]["layout"]["title"]["text"] == "Peak memory per rank on NVIDIA H200 (config=xl,batch=4,world_size=2)"
     assert mem[0]["data"][0]["x"] == ["bucketed bucket_mb=1", "bucketed bucket_mb=10", "bucketed bucket_mb=25",
                                       "bucketed bucket_mb=100", "ddp bucket_mb=25"]
+
+
+def test_a_panel_of_one_point_puts_the_impls_along_x(tmp_path):
+    """DDP against FSDP at one step: each impl its own place on x (not all stacked on one tick), the roofline
+    across them, the point in the panel's title."""
+    point = {"config": "tiny", "batch": 2, "world_size": 2}
+    rows = [{"run_id": "r", "suite": "d", "component": "data_parallel", "impl": impl, "mode": "step", "point": point,
+             "dtype": "fp32", "device": "cpu:x", "status": "ok", "samples_ms": [ms] * 3, "median_ms": ms,
+             "p20_ms": ms, "p80_ms": ms, "flops": 1e9, "bytes": 1e8, "predicted_ms": 2.0, "bound": "compute",
+             "baseline": "ddp"} for impl, ms in (("fsdp2", 25.0), ("ddp", 7.0), ("zero1", 7.5))]
+    page = render([str(write(tmp_path / "d.jsonl", rows))], tmp_path / "out").read_text()
+    assert "step, fp32 on cpu:x (config=tiny,batch=2,world_size=2)" in page
+    charts = charts_of(page)
+    time = next(c for c in charts.values() if c["layout"]["title"]["text"].startswith("Time per call"))
+    assert time["layout"]["xaxis"]["title"]["text"] == "implementation"
+    roof, *measured = time["data"]
+    assert roof["x"] == ["ddp", "fsdp2", "zero1"] and roof["y"] == [2.0, 2.0, 2.0]
+    assert {t["name"]: (t["x"], values(t["y"])) for t in measured} == {
+        "ddp": (["ddp"], [7.0]), "fsdp2": (["fsdp2"], [25.0]), "zero1": (["zero1"], [7.5])}
+    speed = next(c for c in charts.values() if c["layout"]["title"]["text"] == "Speedup over ddp")
+    assert {t["name"]: values(t["y"])[0] for t in speed["data"]} == pytest.approx(
+        {"ddp": 1.0, "fsdp2": 7.0 / 25.0, "zero1": 7.0 / 7.5})
