@@ -613,6 +613,8 @@ def compare(baseline, current, threshold, alpha, fmt, show_all, fail_on):
             table.add_row(*cmp.row_cells(v), style=styles.get(v.verdict))
         console.print(table)
         console.print(", ".join(f"{n} {k}" for k, n in sorted(cmp.counts(verdicts).items())))
+        if cmp.unlisted_missing(verdicts, show_all):
+            console.print(cmp.unlisted_missing(verdicts, show_all))
     if cmp.failed(verdicts, failing):
         if fmt == "table":
             err.print(f"[bold red]regression[/]: {' or '.join(failing)} rows above")

@@ -227,13 +227,21 @@ def counts(verdicts: list[Verdict]) -> dict[str, int]:
     return out
 
 
-UNCHANGED = ("same", "not-timed")  # verdicts a report lists only when asked for every row
+# verdicts a report lists only when asked for every row: unchanged ones, and cases of the baseline that did not
+# run (a partial run, `--component softmax` against a whole suite, would bury its verdicts under hundreds)
+UNLISTED = ("same", "not-timed", "missing")
 
 
 def listed(verdicts: list[Verdict], show_all: bool = False) -> list[Verdict]:
     """The verdicts a report lists, in ORDER: those that changed, or with show_all every one."""
     ordered = sorted(verdicts, key=lambda v: ORDER.get(v.verdict, 9))
-    return [v for v in ordered if show_all or v.verdict not in UNCHANGED]
+    return [v for v in ordered if show_all or v.verdict not in UNLISTED]
+
+
+def unlisted_missing(verdicts: list[Verdict], show_all: bool = False) -> str:
+    """The line that stands for the missing rows listed() leaves out: "" when there are none, or they are listed."""
+    n = counts(verdicts).get("missing", 0)
+    return "" if show_all or not n else f"{n} cases of the baseline are not in the current results (--all lists them)"
 
 
 def markdown(verdicts: list[Verdict], threshold: float, alpha: float, failing: tuple[str, ...] = FAILING,
@@ -243,6 +251,8 @@ def markdown(verdicts: list[Verdict], threshold: float, alpha: float, failing: t
     gate = "" if "slower" in failing else ", timing not gated"
     lines = [f"{head} (threshold {threshold:.0%}, alpha {alpha}{gate}): " + ", ".join(f"{n} {k}" for k, n in sorted(c.items(), key=lambda kv: ORDER.get(kv[0], 9))), ""]
     shown = listed(verdicts, show_all)
+    if unlisted_missing(verdicts, show_all):
+        lines += [unlisted_missing(verdicts, show_all), ""]
     if shown:
         lines += ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
         for v in shown:

@@ -125,6 +125,22 @@ def test_all_lists_unchanged_rows_in_every_format(tmp_path):
         assert "rmsnorm:a" in every.stdout and "rmsnorm:b" in every.stdout and same_row in every.stdout, fmt
 
 
+def test_cases_missing_from_a_partial_run_are_counted_not_listed(tmp_path):
+    """A run of part of a suite against the whole suite's baseline: its verdicts come first and alone, the cases it
+    did not run are one line (listed with --all), in the table and the markdown."""
+    rng = np.random.default_rng(12)
+    b = write(tmp_path / "b.jsonl", [row(name, draw(rng)) for name in ("a", "gone1", "gone2", "gone3")])
+    part = write(tmp_path / "part.jsonl", [row("a", draw(rng, 1.3))])
+    for fmt in ("table", "markdown"):
+        short = bench("compare", str(b), str(part), "--format", fmt)
+        every = bench("compare", str(b), str(part), "--format", fmt, "--all")
+        assert short.returncode == every.returncode == 1, fmt  # the slower row still fails
+        assert "rmsnorm:a" in short.stdout and "gone" not in short.stdout, fmt
+        assert "3 cases of the baseline are not in the current results (--all lists them)" in short.stdout, fmt
+        assert all(f"rmsnorm:gone{i}" in every.stdout for i in (1, 2, 3)), fmt
+        assert "--all lists them" not in every.stdout, fmt
+
+
 def test_fail_on_broken_gates_correctness_only(tmp_path):
     """--fail-on broken (for machines whose timing cannot be trusted): a 30% slowdown is listed but exits 0, a
     correctness loss still exits 1; the default fails on both."""
