@@ -210,8 +210,26 @@ def _natural(point) -> tuple:
                  for v in values)
 
 
+def _predicted_trace(s: pd.DataFrame, order: list[str], x: list[str]) -> go.Scatter | None:
+    """The roofline's time of each point in `order` (the cost model's, the same for every impl), drawn at `x`: a
+    tick a point, or (one point) every impl's place, the one prediction repeated."""
+    known = s.dropna(subset=["predicted_ms"]).groupby("point_label")
+    predicted, bound = known["predicted_ms"].first().reindex(order), known["bound"].first().reindex(order)
+    if not predicted.notna().any():
+        return None
+    hover = [html.escape(f"roofline {p}") + (f"<br>{m:.4g} ms predicted ({b}-bound)" if _num(m) else "")
+             for p, m, b in zip(order, predicted, bound)]
+    repeat = len(x) // len(order)
+    return go.Scatter(x=x, y=predicted.tolist() * repeat, mode="lines+markers", name="roofline (predicted)",
+                      line=dict(color="#444", dash="dash", width=1.5),
+                      marker=dict(symbol="line-ew-open", size=14, color="#444"), text=hover * repeat,
+                      hovertemplate="%{text}<extra></extra>")
+
+
 def shape_charts(g: pd.DataFrame, colors: dict) -> list[dict]:
-    """Per (device, mode, dtype): time vs shape and speedup over the reference impl, one line per impl."""
+    """Per (device, mode, dtype): time against shape, measured per impl beside the roofline's prediction, and
+    speedup over the reference impl (where there are several). A panel of one point (a training step per
+    strategy) sets its impls side by side along x instead."""
     out = []
     ok = g[(g["status"] == "ok") & g["median_ms"].notna()]
     for (device, mode, dtype), s in ok.groupby(["device", "mode", "dtype"], sort=False):
@@ -220,21 +238,13 @@ def shape_charts(g: pd.DataFrame, colors: dict) -> list[dict]:
                         key=lambda r: (r["size"] if _num(r["size"]) else math.inf, _natural(r["point"])))
         order = [r["point_label"] for r in points]
         fixed, ticks = _varying_labels([r["point"] for r in points])  # tick labels, in `order`
-        impls = sorted(set(s["impl"]))
-        one_point = len(order) == 1  # impls side by side along x (DDP against FSDP at one step), not one tick
+        one_point = len(order) == 1
         if one_point:
-            fixed, ticks = order[0], []
+            fixed = order[0]
         time_fig, speed_fig = go.Figure(), go.Figure()
-        predicted = s.dropna(subset=["predicted_ms"]).groupby("point_label")["predicted_ms"].first().reindex(order)
-        if predicted.notna().any():  # the cost model's time of each point, the same for every impl
-            bound = s.dropna(subset=["predicted_ms"]).groupby("point_label")["bound"].first().reindex(order)
-            hover = [html.escape(f"roofline {p}") + (f"<br>{m:.4g} ms predicted ({b}-bound)" if _num(m) else "")
-                     for p, m, b in zip(order, predicted, bound)]
-            x, y = (impls, predicted.tolist() * len(impls)) if one_point else (ticks, predicted.tolist())
-            time_fig.add_trace(go.Scatter(x=x, y=y, mode="lines+markers", name="roofline (predicted)",
-                                          line=dict(color="#444", dash="dash", width=1.5),
-                                          marker=dict(symbol="line-ew-open", size=14, color="#444"),
-                                          text=hover * (len(x) // len(hover)), hovertemplate="%{text}<extra></extra>"))
+        roof = _predicted_trace(s, order, sorted(set(s["impl"])) if one_point else ticks)
+        if roof is not None:
+            time_fig.add_trace(roof)
         for impl, t in s.groupby("impl"):
             t = t.set_index("point_label").reindex(order)
             hover = [html.escape(f"{impl} {p}") + (f"<br>{m:.4g} ms" if _num(m) else "") for p, m in zip(order, t["median_ms"])]
