@@ -1,7 +1,7 @@
 """suites.yaml: named sweeps, validated once into typed objects.
 
-A suite is a list of entries {component, impls (default all), axes (lists expand to their cartesian product)
-or points (explicit dicts), dtypes, modes}. Every mistake is a SuiteError naming the file, the key path and,
+A suite is {description, entries}, each entry {component, impls (default all), axes (lists expand to their
+cartesian product) or points (explicit dicts), dtypes, modes}. Every mistake is a SuiteError naming the file, the key path and,
 where one is close, the valid name meant.
 """
 from __future__ import annotations
@@ -80,6 +80,20 @@ def _fields(loc: tuple) -> list[str]:
     return list(SuitesFile.model_fields)
 
 
+_SHAPES = {
+    Suite: "expected a suite: a mapping of description (optional) and entries (a list of sweeps)",
+    Entry: "expected an entry: a mapping of component, impls, axes or points, dtypes and modes",
+    SuitesFile: "expected a mapping with a top-level key 'suites'",
+}
+
+
+def _model_at(loc: tuple) -> type[BaseModel]:
+    """Which model the value at `loc` should have been (a pydantic model_type error's location)."""
+    if "entries" in loc:
+        return Entry
+    return Suite if len(loc) == 2 and loc[0] == "suites" else SuitesFile
+
+
 def load(path: str | Path) -> dict[str, Suite]:
     """Parse and validate a suites file (structure and registry names). Raises SuiteError."""
     path = Path(path)
@@ -105,6 +119,10 @@ def load(path: str | Path) -> dict[str, Suite]:
             if err["type"] == "extra_forbidden":
                 key = loc[-1]
                 msgs.append(f"{_path(loc)}: unknown key {key!r}{_suggest(key, _fields(loc))}")
+            elif err["type"] == "model_type":  # a list or a scalar where a mapping belongs: say which mapping
+                msgs.append(f"{_path(loc)}: {_SHAPES[_model_at(loc)]}, got {type(err['input']).__name__}")
+            elif err["type"] == "dict_type" and loc == ("suites",):
+                msgs.append(f"suites: expected a mapping of suite names to suites, got {type(err['input']).__name__}")
             else:
                 msgs.append(f"{_path(loc)}: {err['msg']}")
         raise SuiteError(f"{path}: invalid suites file:\n  " + "\n  ".join(msgs)) from None

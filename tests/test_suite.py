@@ -59,6 +59,12 @@ CASES = {
     "both_axes_and_points": (suites_with("- component: rmsnorm\n  axes: {tokens: 4, dim: 4}\n  points: [{tokens: 4, dim: 4}]\n"),
                              "give exactly one of 'axes'"),
     "not_a_mapping": ("- just\n- a list\n", "expected a mapping with a top-level key 'suites'"),
+    "suites_a_list": ("suites: [quick]\n", "suites: expected a mapping of suite names to suites, got list"),
+    "suite_a_list": ("suites:\n  s:\n" + textwrap.indent(GOOD_ENTRY, "  "),
+                     "suites.s: expected a suite: a mapping of description (optional) and entries (a list of sweeps), "
+                     "got list"),
+    "entry_a_name": (suites_with("- rmsnorm\n"), "suites.s.entries[0]: expected an entry: a mapping of component, "
+                                                  "impls, axes or points, dtypes and modes, got str"),
 }
 
 
