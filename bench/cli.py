@@ -100,8 +100,15 @@ def _list_costs(comps, name, suite_name, suites_file, dev):
     path = _suites_path(suites_file)
     try:
         suites = suite.load(path)
+        if suite_name:
+            suites = dict(suite.select(suites, [suite_name], path))
     except suite.SuiteError as e:
         _fail(str(e))
+    having = [sname for sname, s in suites.items() if any(e.component == name for e in s.entries)]
+    if not having:
+        with_it = [sname for sname, s in suite.load(path).items() if any(e.component == name for e in s.entries)]
+        _fail(f"{path}: suite {suite_name!r} has no {name} points; suites with {name}: {', '.join(with_it) or 'none'}"
+              if suite_name else f"{path}: no suite has {name} points")
     env = environment(dev)
     spec = roofline.resolve(device_name(env, dev), env.get("driver"))
     table = Table(title=f"{name}: cost model and roofline ({spec.name + ', ' + spec.source if spec else 'no ceilings: run bench calibrate'})")
@@ -110,8 +117,6 @@ def _list_costs(comps, name, suite_name, suites_file, dev):
     comp = comps[name]
     seen = set()
     for sname, s in suites.items():
-        if suite_name and sname != suite_name:
-            continue
         for entry in s.entries:
             if entry.component != name:
                 continue

@@ -108,3 +108,17 @@ def test_axes_expand_to_cartesian_product(tmp_path):
 def test_repository_suites_file_is_valid():
     suites = suite.load("suites.yaml")
     assert "quick" in suites
+
+
+def test_list_costs_names_a_wrong_suite_instead_of_an_empty_table(tmp_path):
+    path = write(tmp_path, "suites:\n  s:\n    entries:\n" + GOOD_ENTRY)
+    args = ["list", "--costs", "rmsnorm", "--device", "cpu", "--suites", str(path)]
+    unknown = CliRunner().invoke(main, [*args, "--suite", "x"])
+    assert unknown.exit_code == 2 and "no suite named 'x'" in unknown.output, unknown.output
+    other = CliRunner().invoke(main, ["list", "--costs", "matmul", "--device", "cpu", "--suites", str(path)])
+    assert other.exit_code == 2 and "no suite has matmul points" in other.output, other.output
+    elsewhere = CliRunner().invoke(main, [*args[:2], "matmul", *args[3:], "--suite", "s"])
+    assert elsewhere.exit_code == 2, elsewhere.output
+    assert "suite 's' has no matmul points; suites with matmul: none" in elsewhere.output, elsewhere.output
+    ok = CliRunner().invoke(main, [*args, "--suite", "s"])
+    assert ok.exit_code == 0 and "tokens=8,dim=16" in ok.output, ok.output
