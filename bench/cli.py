@@ -99,14 +99,12 @@ def _list_costs(comps, name, suite_name, suites_file, dev):
         _fail(f"unknown component {name!r}; known: {', '.join(sorted(comps))}")
     path = _suites_path(suites_file)
     try:
-        suites = suite.load(path)
-        if suite_name:
-            suites = dict(suite.select(suites, [suite_name], path))
+        every = suite.load(path)
+        suites = dict(suite.select(every, [suite_name], path)) if suite_name else every
     except suite.SuiteError as e:
         _fail(str(e))
-    having = [sname for sname, s in suites.items() if any(e.component == name for e in s.entries)]
-    if not having:
-        with_it = [sname for sname, s in suite.load(path).items() if any(e.component == name for e in s.entries)]
+    with_it = [sname for sname, s in every.items() if any(e.component == name for e in s.entries)]
+    if not set(with_it) & set(suites):
         _fail(f"{path}: suite {suite_name!r} has no {name} points; suites with {name}: {', '.join(with_it) or 'none'}"
               if suite_name else f"{path}: no suite has {name} points")
     env = environment(dev)
