@@ -642,22 +642,46 @@ def export_cmd(results_files, fmt, out):
               help="A case to time with both timers (repeatable).")
 def crosscheck_cmd(cases):
     """Time cases with the suite's timer and with triton.testing.do_bench, side by side (GPU)."""
-    from bench.crosscheck import crosscheck
-    from bench.execute import Case
+    import torch
 
-    dev = _device("cuda")
+    from bench.crosscheck import crosscheck
+
+    parsed = [_parse_case(spec) for spec in cases]  # every mistake before a GPU is asked for
+    if not torch.cuda.is_available():
+        _fail("bench crosscheck compares two GPU timers, but torch sees no CUDA GPU here")
     table = Table(title="suite timer vs triton.testing.do_bench (medians)")
     for col in ("case", "bench", "do_bench", "ratio"):
         table.add_column(col, justify="right")
-    for spec in cases:
-        try:
-            comp, impl, mode, dtype, pt = spec.split(":", 4)
-            point = {k: int(v) for k, v in (kv.split("=") for kv in pt.split(","))}
-        except ValueError:
-            _fail(f"--case {spec!r}: expected COMPONENT:IMPL:MODE:DTYPE:k=v,k=v")
-        r = crosscheck(Case(comp, impl, mode, point, dtype), dev)
+    for case in parsed:
+        r = crosscheck(case, "cuda")
         table.add_row(r["case"], _fmt_ms(r["bench_ms"]), _fmt_ms(r["do_bench_ms"]), f"{r['ratio']:.3f}")
     console.print(table)
+
+
+def _parse_case(spec: str):
+    """COMPONENT:IMPL:MODE:DTYPE:k=v,k=v as a Case of one process, each part checked against the registry."""
+    from bench import registry, suite
+    from bench.execute import Case
+
+    parts = spec.split(":", 4)
+    if len(parts) != 5:
+        _fail(f"--case {spec!r}: expected COMPONENT:IMPL:MODE:DTYPE:k=v,k=v")
+    name, impl, mode, dtype, point_spec = parts
+    comps = registry.discover()
+    if name not in comps:
+        _fail(f"--case {spec!r}: unknown component {name!r}; known: {', '.join(sorted(comps))}")
+    comp = comps[name]
+    for what, value, known in (("implementation", impl, comp.impls), ("mode", mode, comp.modes),
+                               ("dtype", dtype, comp.dtypes)):
+        if value not in known:
+            _fail(f"--case {spec!r}: {name} has no {what} {value!r}; known: {', '.join(known)}")
+    if comp.ranked:
+        _fail(f"--case {spec!r}: {name} runs a process a rank; crosscheck times one process's calls")
+    try:
+        point = suite.parse_point(comp, point_spec, where=f"--case {spec!r}")
+    except suite.SuiteError as e:
+        _fail(str(e))
+    return Case(name, impl, mode, point, dtype)
 
 
 if __name__ == "__main__":

@@ -190,10 +190,11 @@ def _check_value(fail, key: str, v: Any, kind) -> None:
         fail(key, f"expected {getattr(kind, '__name__', kind)}, got {v!r}")
 
 
-def parse_point(comp, spec: str) -> dict:
-    """A point given on the command line, `k=v,k=v` with every axis of `comp`, parsed and checked as a suite's."""
+def parse_point(comp, spec: str, where: str | None = None) -> dict:
+    """A point given on the command line, `k=v,k=v` with every axis of `comp`, parsed and checked as a suite's;
+    errors begin with `where` (default: the --point option)."""
     def fail(key: str, msg: str):
-        raise SuiteError(f"--point {spec!r}: {key}: {msg}")
+        raise SuiteError(f"{where or f'--point {spec!r}'}: {key}: {msg}")
 
     pairs = [kv.split("=", 1) for kv in spec.split(",")]
     bad = next((kv for kv in pairs if len(kv) != 2), None)

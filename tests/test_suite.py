@@ -122,3 +122,24 @@ def test_list_costs_names_a_wrong_suite_instead_of_an_empty_table(tmp_path):
     assert "suite 's' has no matmul points; suites with matmul: none" in elsewhere.output, elsewhere.output
     ok = CliRunner().invoke(main, [*args, "--suite", "s"])
     assert ok.exit_code == 0 and "tokens=8,dim=16" in ok.output, ok.output
+
+
+@pytest.mark.parametrize("spec, expected", [
+    ("rmsnorm:eager", "expected COMPONENT:IMPL:MODE:DTYPE:k=v,k=v"),
+    ("rmsnrom:eager:fwd:bf16:tokens=4,dim=8", "unknown component 'rmsnrom'"),
+    ("rmsnorm:eagr:fwd:bf16:tokens=4,dim=8", "rmsnorm has no implementation 'eagr'; known: eager"),
+    ("rmsnorm:eager:step:bf16:tokens=4,dim=8", "rmsnorm has no mode 'step'"),
+    ("rmsnorm:eager:fwd:fp8:tokens=4,dim=8", "rmsnorm has no dtype 'fp8'"),
+    ("rmsnorm:eager:fwd:bf16:tokens=4", "--case 'rmsnorm:eager:fwd:bf16:tokens=4': dim: missing"),
+    ("collectives:torch:fwd:bf16:op=all_reduce,mb=1,world_size=1", "collectives runs a process a rank"),
+    # a choice axis and a flag parse as in a suite (int() of every value once refused causal=true)
+    ("attention:sdpa:fwd:bf16:batch=1,heads=2,seq=64,head_dim=32,causal=true",
+     "compares two GPU timers, but torch sees no CUDA GPU here"),
+])
+def test_crosscheck_checks_each_case_before_asking_for_a_gpu(spec, expected, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # on a GPU box too: nothing is timed here
+    result = CliRunner().invoke(main, ["crosscheck", "--case", spec])
+    assert result.exit_code == 2 and expected in result.output, result.output
+    assert "Traceback" not in result.output
