@@ -245,13 +245,22 @@ def _newest(label: str) -> Path | None:
     return files[-1] if files else None
 
 
+def _clock(seconds: float) -> str:
+    m, s = divmod(int(seconds), 60)
+    return f"{m // 60}:{m % 60:02d}:{s:02d}"
+
+
 def _run_with_progress(Runner, opts, planned, RunInterrupted, write_report=False):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
+
+    from bench.timing import wall_clock
 
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        console=console, transient=False, disable=not console.is_terminal)
+                        TimeRemainingColumn(), console=console, transient=False, disable=not console.is_terminal)
     task = progress.add_task("starting", total=len(planned))
     counts: dict[str, int] = {}
+    start = wall_clock()
 
     def on_start(p, i, total):
         progress.update(task, description=p.case.label[:70])
@@ -262,7 +271,10 @@ def _run_with_progress(Runner, opts, planned, RunInterrupted, write_report=False
         if not console.is_terminal:  # plain log lines when output is not a terminal (CI, pipes)
             med = row.get("median_ms")
             extra = f"{med:.4f} ms" if med else row.get("reason", "")[:80]
-            console.print(f"[{i + 1}/{total}] {row['component']}:{row['impl']}:{row['mode']}:"
+            # elapsed, and the cases left at this run's mean so far (a compile or a big point moves it)
+            spent = wall_clock() - start
+            left = f", ~{_clock(spent / (i + 1) * (total - i - 1))} left" if i + 1 < total else ""
+            console.print(f"[{i + 1}/{total} {_clock(spent)}{left}] {row['component']}:{row['impl']}:{row['mode']}:"
                           f"{_point(row['point'])}:{row['dtype']} {row['status']} {extra}")
 
     runner = Runner(opts, on_row=on_row, on_start=on_start, log=lambda s: console.print(s))

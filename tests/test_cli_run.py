@@ -1,5 +1,6 @@
 """`bench run`, `bench list` and `bench calibrate` end to end on CPU, in subprocesses as a user runs them."""
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +44,11 @@ def test_run_writes_rows_table_and_roofline_fields(tmp_path):
     assert "summary" in proc.stdout and f"results: {out}" in proc.stdout
     df = results.load(out)
     assert len(df) == 2 * 2 * 2 * 3 + 2  # rmsnorm: points x dtypes x modes x impls; matmul: 2 impls
+    # a log line a case (stdout is not a terminal): its place, the time so far and an estimate of what is left
+    progress = [line for line in proc.stdout.splitlines() if line.startswith("[")]
+    assert len(progress) == len(df)
+    assert re.match(r"\[1/26 0:00:\d\d, ~0:\d\d:\d\d left\] rmsnorm:eager:fwd:tokens=16,dim=100:fp32 ok ", progress[0])
+    assert re.match(r"\[26/26 0:\d\d:\d\d\] matmul:", progress[-1])
     assert set(df["status"]) == {"ok"}
     timed = df[df["impl"] != "triton"]
     for col in ("median_ms", "p20_ms", "p80_ms", "n", "cpu_ms", "flops", "bytes", "intensity", "predicted_ms",
