@@ -148,10 +148,14 @@ class _L2Flusher:
     flush had left its own lines at evict_first, later plain zeroing read 19.9 against 20.4-20.7 (explore123). With
     the reset, copies of x read 20.4-20.5 us whatever was timed before them, the long-row softmax or rmsnorm of x
     included (explore124), and the softmax itself 25.7-25.9 (25.4-25.6 before: its own residue flattered it little).
-    The reset has a cost of its own, measured and not explained: under it, calls of a few microseconds read 2-8% slower
-    than under zeroing alone, and 20 us calls 1-3% (H200, session 46, explore126-129: layernorm 1024 x 4096 9.2-9.7
-    against 8.6-9.2 us). It is the same with 500 us between the flush and the call, and with one more zeroing after
-    the reset; ncu finds the same DRAM bytes under both (explore127)."""
+    The reset has a cost of its own: under it, calls of a few microseconds read 2-8% slower than under zeroing alone,
+    and 20 us calls 1-3% (H200, session 46, explore126-129: layernorm 1024 x 4096 9.2-9.7 against 8.6-9.2 us). It is
+    the same with 500 us between the flush and the call, and with one more zeroing after the reset; ncu finds the
+    same DRAM bytes under both (explore127). Taken apart on H100s (session 59, baselines/h100/s59/, explore136-137):
+    it is the claim's read before the zeroing, and a plain read of the buffer, or of another buffer of its size,
+    costs as much (layernorm 1024 x 4096 10.30-10.88 against 9.76-10.46 us), through one to three more zeroings;
+    the demotion costs nothing, a second zeroing nothing; the SM clock stayed at 1980 MHz. What in the card keeps
+    the state is not known: not L2's priorities, not the buffer's lines in L2, not the SM clock."""
 
     def __init__(self, device: int):
         import torch
