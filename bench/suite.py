@@ -1,8 +1,8 @@
 """suites.yaml: named sweeps, validated once into typed objects.
 
 A suite is {description, entries}, each entry {component, impls (default all), axes (lists expand to their
-cartesian product) or points (explicit dicts), dtypes, modes}. Every mistake is a SuiteError naming the file, the key path and,
-where one is close, the valid name meant.
+cartesian product) or points (explicit dicts), dtypes, modes}. Every mistake is a SuiteError naming the file, the
+key path and, where one is close, the valid name meant.
 """
 from __future__ import annotations
 
