@@ -154,8 +154,10 @@ class _L2Flusher:
     same DRAM bytes under both (explore127). Taken apart on H100s (session 59, baselines/h100/s59/, explore136-137):
     it is the claim's read before the zeroing, and a plain read of the buffer, or of another buffer of its size,
     costs as much (layernorm 1024 x 4096, explore136: 10.30-10.34 against 9.76-9.86 us), through one to three more
-    zeroings; the demotion costs nothing, a second zeroing nothing; the SM clock stayed at 1980 MHz. What in the
-    card keeps the state is not known: not L2's priorities, not the buffer's lines in L2, not the SM clock."""
+    zeroings; the demotion costs nothing, a second zeroing nothing; the SM clock stayed at 1980 MHz. In a loop with
+    the GPU idle between samples (explore138) it mostly went (the small copy and rmsnorm not slower, layernorm
+    1024 x 4096 2.3%): it needs these back-to-back batches. What in the card keeps the state is not known: not L2's
+    priorities, not the buffer's lines in L2, not the SM clock."""
 
     def __init__(self, device: int):
         import torch
