@@ -214,6 +214,8 @@ def run(suite_names, suite_opt, suites_file, device, impls, components, modes, d
         planned = [p for p in planned if p.case.mode in modes]
     if dtypes:
         planned = [p for p in planned if p.case.dtype in dtypes]
+    from bench.results import natural_key
+
     for axis, wanted in where.items() if planned else ():
         asked = f"--where {axis}={' or '.join(wanted)}"
         values = {str(p.case.point[axis]) for p in planned if axis in p.case.point}
@@ -222,7 +224,7 @@ def run(suite_names, suite_opt, suites_file, device, impls, components, modes, d
             _fail(f"{asked}: no case left has an axis {axis!r}; axes: {', '.join(axes)}")
         planned = [p for p in planned if str(p.case.point.get(axis)).lower() in {v.lower() for v in wanted}]
         if not planned:
-            _fail(f"{asked}: no case left has that value; {axis} values: {', '.join(sorted(values, key=_natural))}")
+            _fail(f"{asked}: no case left has that value; {axis} values: {', '.join(sorted(values, key=natural_key))}")
     if not planned:
         _fail("nothing to run: the suites, --component, --mode, --dtype, --where and --impl filters leave no case")
     label = "+".join(names)
@@ -291,14 +293,6 @@ def _run_with_progress(Runner, opts, planned, RunInterrupted, write_report=False
                 err.print(f"partial report not written: {exc}")
         sys.exit(130)
     return rows
-
-
-def _natural(value: str):
-    """Sort key: numbers by value, before words."""
-    try:
-        return (0, float(value), "")
-    except ValueError:
-        return (1, 0.0, value)
 
 
 def _point(point) -> str:
@@ -628,8 +622,9 @@ def compare(baseline, current, threshold, alpha, fmt, show_all, fail_on):
             table.add_row(*cmp.row_cells(v), style=styles.get(v.verdict))
         console.print(table)
         console.print(", ".join(f"{n} {k}" for k, n in sorted(cmp.counts(verdicts).items())))
-        if cmp.unlisted_missing(verdicts, show_all):
-            console.print(cmp.unlisted_missing(verdicts, show_all))
+        missing = cmp.unlisted_missing(verdicts, show_all)
+        if missing:
+            console.print(missing)
     if cmp.failed(verdicts, failing):
         if fmt == "table":
             err.print(f"[bold red]regression[/]: {' or '.join(failing)} rows above")
@@ -671,28 +666,16 @@ def crosscheck_cmd(cases):
 
 
 def _parse_case(spec: str):
-    """COMPONENT:IMPL:MODE:DTYPE:k=v,k=v as a Case of one process, each part checked against the registry."""
+    """COMPONENT:IMPL:MODE:DTYPE:k=v,k=v as a Case of one process, each part checked as a suite entry's."""
     from bench import registry, suite
     from bench.execute import Case
 
-    parts = spec.split(":", 4)
-    if len(parts) != 5:
-        _fail(f"--case {spec!r}: expected COMPONENT:IMPL:MODE:DTYPE:k=v,k=v")
-    name, impl, mode, dtype, point_spec = parts
-    comps = registry.discover()
-    if name not in comps:
-        _fail(f"--case {spec!r}: unknown component {name!r}; known: {', '.join(sorted(comps))}")
-    comp = comps[name]
-    for what, value, known in (("implementation", impl, comp.impls), ("mode", mode, comp.modes),
-                               ("dtype", dtype, comp.dtypes)):
-        if value not in known:
-            _fail(f"--case {spec!r}: {name} has no {what} {value!r}; known: {', '.join(known)}")
-    if comp.ranked:
-        _fail(f"--case {spec!r}: {name} runs a process a rank; crosscheck times one process's calls")
     try:
-        point = suite.parse_point(comp, point_spec, where=f"--case {spec!r}")
+        name, impl, mode, dtype, point = suite.parse_case(spec)
     except suite.SuiteError as e:
         _fail(str(e))
+    if registry.get(name).ranked:
+        _fail(f"--case {spec!r}: {name} runs a process a rank; crosscheck times one process's calls")
     return Case(name, impl, mode, point, dtype)
 
 

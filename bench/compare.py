@@ -251,8 +251,9 @@ def markdown(verdicts: list[Verdict], threshold: float, alpha: float, failing: t
     gate = "" if "slower" in failing else ", timing not gated"
     lines = [f"{head} (threshold {threshold:.0%}, alpha {alpha}{gate}): " + ", ".join(f"{n} {k}" for k, n in sorted(c.items(), key=lambda kv: ORDER.get(kv[0], 9))), ""]
     shown = listed(verdicts, show_all)
-    if unlisted_missing(verdicts, show_all):
-        lines += [unlisted_missing(verdicts, show_all), ""]
+    missing = unlisted_missing(verdicts, show_all)
+    if missing:
+        lines += [missing, ""]
     if shown:
         lines += ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
         for v in shown:

@@ -122,6 +122,19 @@ def point_key(point) -> str:
     return json.dumps(point, sort_keys=True)
 
 
+def natural_key(value) -> tuple:
+    """Sort key: numbers by value before words ("1", "10", "25", "100"; not "1", "10", "100", "25"); a point by its
+    values in order."""
+    if isinstance(value, dict):
+        return tuple(natural_key(v) for v in value.values())
+    if not isinstance(value, bool):  # true/false sort as words
+        try:
+            return (0, float(value), "")
+        except (TypeError, ValueError):
+            pass
+    return (1, 0.0, str(value))
+
+
 def load(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
     """Rows of one or more JSONL files as a DataFrame with every documented column (missing ones NaN)."""
     if isinstance(paths, (str, Path)):

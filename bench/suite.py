@@ -136,6 +136,27 @@ def _check_entry(path: Path, where: str, e: Entry) -> None:
     def fail(key: str, msg: str):
         raise SuiteError(f"{path}: {where}.{key}: {msg}")
 
+    comp = _check_names(fail, e)
+    if (e.axes is None) == (e.points is None):
+        fail("axes", "give exactly one of 'axes' (lists sweep their cartesian product) or 'points'")
+    points = [("axes", e.axes)] if e.axes is not None else [(f"points[{i}]", p) for i, p in enumerate(e.points)]
+    for key, axes in points:
+        for name in axes:
+            if name not in comp.axes:
+                fail(f"{key}.{name}", f"{comp.name} has no axis {name!r}{_suggest(name, comp.axes)}; "
+                                      f"its axes: {', '.join(comp.axes)}")
+        for name, kind in comp.axes.items():
+            if name not in axes:
+                fail(key, f"missing axis {name!r} ({comp.name} needs {', '.join(comp.axes)})")
+            values = axes[name] if isinstance(axes[name], list) else [axes[name]]
+            if key == "axes" and isinstance(axes[name], list) and not values:
+                fail(f"{key}.{name}", "empty sweep: give at least one value")
+            for v in values:
+                _check_value(fail, f"{key}.{name}", v, kind)
+
+
+def _check_names(fail, e: Entry):
+    """The entry's component, implementations, dtypes and modes are the registry's; returns the component."""
     comps = registry.discover()
     if e.component not in comps:
         fail("component", f"unknown component {e.component!r}{_suggest(e.component, comps)}; "
@@ -153,22 +174,7 @@ def _check_entry(path: Path, where: str, e: Entry) -> None:
         if m not in comp.modes:
             fail(f"modes[{i}]", f"{comp.name} has no mode {m!r}{_suggest(m, comp.modes)}; "
                                 f"it has: {', '.join(comp.modes)}")
-    if (e.axes is None) == (e.points is None):
-        fail("axes", "give exactly one of 'axes' (lists sweep their cartesian product) or 'points'")
-    points = [("axes", e.axes)] if e.axes is not None else [(f"points[{i}]", p) for i, p in enumerate(e.points)]
-    for key, axes in points:
-        for name in axes:
-            if name not in comp.axes:
-                fail(f"{key}.{name}", f"{comp.name} has no axis {name!r}{_suggest(name, comp.axes)}; "
-                                      f"its axes: {', '.join(comp.axes)}")
-        for name, kind in comp.axes.items():
-            if name not in axes:
-                fail(key, f"missing axis {name!r} ({comp.name} needs {', '.join(comp.axes)})")
-            values = axes[name] if isinstance(axes[name], list) else [axes[name]]
-            if key == "axes" and isinstance(axes[name], list) and not values:
-                fail(f"{key}.{name}", "empty sweep: give at least one value")
-            for v in values:
-                _check_value(fail, f"{key}.{name}", v, kind)
+    return comp
 
 
 def _check_value(fail, key: str, v: Any, kind) -> None:
@@ -221,6 +227,22 @@ def parse_point(comp, spec: str, where: str | None = None) -> dict:
     if missing:
         fail(", ".join(missing), f"missing ({comp.name} needs {', '.join(comp.axes)})")
     return {a: point[a] for a in comp.axes}
+
+
+def parse_case(spec: str) -> tuple[str, str, str, str, dict]:
+    """(component, impl, mode, dtype, point) from COMPONENT:IMPL:MODE:DTYPE:k=v,k=v on the command line, each part
+    checked as a suite entry's."""
+    where = f"--case {spec!r}"
+
+    def fail(key: str, msg: str):
+        raise SuiteError(f"{where}: {key}: {msg}")
+
+    parts = spec.split(":", 4)
+    if len(parts) != 5:
+        raise SuiteError(f"{where}: expected COMPONENT:IMPL:MODE:DTYPE:k=v,k=v")
+    name, impl, mode, dtype, point_spec = parts
+    comp = _check_names(fail, Entry(component=name, impls=[impl], dtypes=[dtype], modes=[mode]))
+    return name, impl, mode, dtype, parse_point(comp, point_spec, where)
 
 
 def expand(entry: Entry) -> list[dict]:

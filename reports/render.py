@@ -15,7 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from bench.results import atomic_write, load
+from bench.results import atomic_write, load, natural_key
 from bench.roofline import datasheet
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -203,13 +203,6 @@ def _varying_labels(points: list) -> tuple[str, list[str]]:
     return _point_label(shared), [_point_label(r) for r in rest]
 
 
-def _natural(point) -> tuple:
-    """A sort key for a point: its values in order, numbers by value (bucket_mb 1, 10, 25, 100, not 1, 10, 100, 25)."""
-    values = point.values() if isinstance(point, dict) else [point]
-    return tuple((0, v, "") if isinstance(v, (int, float)) and not isinstance(v, bool) else (1, 0, str(v))
-                 for v in values)
-
-
 def _predicted_trace(s: pd.DataFrame, order: list[str], x: list[str]) -> go.Scatter | None:
     """The roofline's time of each point in `order` (the cost model's, the same for every impl), drawn at `x`: a
     tick a point, or (one point) every impl's place, the one prediction repeated."""
@@ -235,7 +228,7 @@ def shape_charts(g: pd.DataFrame, colors: dict) -> list[dict]:
     for (device, mode, dtype), s in ok.groupby(["device", "mode", "dtype"], sort=False):
         # by work, then (equal work: bucket sizes of one step) by the points' values
         points = sorted(s.drop_duplicates("point_label").to_dict("records"),
-                        key=lambda r: (r["size"] if _num(r["size"]) else math.inf, _natural(r["point"])))
+                        key=lambda r: (r["size"] if _num(r["size"]) else math.inf, natural_key(r["point"])))
         order = [r["point_label"] for r in points]
         fixed, ticks = _varying_labels([r["point"] for r in points])  # tick labels, in `order`
         one_point = len(order) == 1
@@ -315,7 +308,7 @@ def memory_chart(g: pd.DataFrame, device: str) -> dict:
     ok = g[(g["status"] == "ok") & g["predicted_mem_bytes"].notna() & g["peak_mem_bytes"].notna()]
     if ok.empty:
         return {}
-    ok = pd.DataFrame(sorted(ok.to_dict("records"), key=lambda r: (r["impl"], _natural(r["point"]), r["dtype"])))
+    ok = pd.DataFrame(sorted(ok.to_dict("records"), key=lambda r: (r["impl"], natural_key(r["point"]), r["dtype"])))
     # a bar is named by its impl and what differs between the bars; what they share goes in the title
     shared, rest = _split_axes(ok["point"].tolist())
     several = [c for c in ("mode", "dtype") if ok[c].nunique() > 1]

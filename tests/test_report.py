@@ -46,6 +46,15 @@ def write(path, rows):
     return path
 
 
+def chart_data(page: str) -> str:
+    """The text of the page's chart-data script element."""
+    return page.split('<script id="chart-data" type="application/json">')[1].split("</script>")[0]
+
+
+def charts_of(page: str) -> dict:
+    return json.loads(chart_data(page))
+
+
 @pytest.fixture
 def report(tmp_path):
     gpu = write(tmp_path / "gpu.jsonl", fixture_rows())
@@ -63,7 +72,7 @@ def test_sections_charts_and_tables(report):
     for text in ("Machines", "Overview", "Comparison against baseline", "NVIDIA H200", "cpu:AMD EPYC",
                  "Roofline on NVIDIA H200", "Roofline on cpu:AMD EPYC", "source: calibrated"):
         assert text in page, text
-    charts = json.loads(page.split('<script id="chart-data" type="application/json">')[1].split("</script>")[0])
+    charts = charts_of(page)
     # rmsnorm: a roofline per device + time and speedup per (device, mode, dtype); matmul has no ok rows.
     assert len(charts) == 2 + 2 * 2
     assert page.count('data-chart="') == len(charts)
@@ -83,7 +92,7 @@ def test_collectives_get_a_bus_bandwidth_chart(tmp_path):
             for mb, t in ((1, 0.05), (16, 0.1), (256, 0.9))]
     index = render([str(write(tmp_path / "c.jsonl", rows))], tmp_path / "out")
     page = index.read_text()
-    charts = json.loads(page.split('<script id="chart-data" type="application/json">')[1].split("</script>")[0])
+    charts = charts_of(page)
     bus = [c for c in charts.values() if "Bus bandwidth" in c["layout"]["title"]["text"]]
     assert len(bus) == 1
     names = [t["name"] for t in bus[0]["data"]]
@@ -103,7 +112,7 @@ def test_text_from_results_is_escaped(tmp_path):
     page = index.read_text()
     assert "<script>alert" not in page and "<img src=x" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
-    json_part = page.split('<script id="chart-data" type="application/json">')[1].split("</script>")[0]
+    json_part = chart_data(page)
     assert "<" not in json_part  # nothing inside the chart data can close its script element
 
 
@@ -172,7 +181,7 @@ def test_data_parallel_gets_a_memory_chart(tmp_path):
              "exposed_comm_share": share / 4}
             for impl, peak, pred, share in (("ddp", 45.0, 44.0, 0.375), ("fsdp2", 22.0, 20.0, 0.5))]
     page = render([str(write(tmp_path / "d.jsonl", rows))], tmp_path / "out").read_text()
-    charts = json.loads(page.split('<script id="chart-data" type="application/json">')[1].split("</script>")[0])
+    charts = charts_of(page)
     mem = [c for c in charts.values() if "Peak memory per rank" in c["layout"]["title"]["text"]]
     assert len(mem) == 1
     measured, predicted = mem[0]["data"]
@@ -260,7 +269,7 @@ def test_speedups_fall_back_to_an_impl_that_ran_and_ticks_name_only_the_axes_tha
     assert speed[("triton", 1024)] == pytest.approx(2.0) and speed[("compile", 256)] == pytest.approx(0.5)
     page = render([str(path)], tmp_path / "out").read_text()
     assert "Speedup over sdpa" in page and "fwd, bf16 on NVIDIA H200 (batch=8,heads=16,head_dim=64,causal=True)" in page
-    charts = json.loads(page.split('<script id="chart-data" type="application/json">')[1].split("</script>")[0])
+    charts = charts_of(page)
     ticks = {x for fig in charts.values() for trace in fig.get("data", []) if trace.get("type") == "scatter"
              and trace.get("mode") == "lines+markers" for x in trace["x"]}
     assert ticks == {"seq=256", "seq=1024", "seq=4096"}
@@ -282,10 +291,6 @@ def test_machines_list_each_runs_copy_probe(tmp_path):
     assert "copy probe, run run-b: 32 MiB into 32 MiB in 20.40 us (3,290 GB/s)" in page
     bare = render([str(write(tmp_path / "c.jsonl", fixture_rows()))], tmp_path / "out2").read_text()
     assert "copy probe" not in bare
-
-
-def charts_of(page: str) -> dict:
-    return json.loads(page.split('<script id="chart-data" type="application/json">')[1].split("</script>")[0])
 
 
 def values(array) -> list:

@@ -126,10 +126,10 @@ def test_list_costs_names_a_wrong_suite_instead_of_an_empty_table(tmp_path):
 
 @pytest.mark.parametrize("spec, expected", [
     ("rmsnorm:eager", "expected COMPONENT:IMPL:MODE:DTYPE:k=v,k=v"),
-    ("rmsnrom:eager:fwd:bf16:tokens=4,dim=8", "unknown component 'rmsnrom'"),
-    ("rmsnorm:eagr:fwd:bf16:tokens=4,dim=8", "rmsnorm has no implementation 'eagr'; known: eager"),
+    ("rmsnrom:eager:fwd:bf16:tokens=4,dim=8", "unknown component 'rmsnrom' (did you mean 'rmsnorm'?)"),
+    ("rmsnorm:eagr:fwd:bf16:tokens=4,dim=8", "rmsnorm has no implementation 'eagr' (did you mean 'eager'?)"),
     ("rmsnorm:eager:step:bf16:tokens=4,dim=8", "rmsnorm has no mode 'step'"),
-    ("rmsnorm:eager:fwd:fp8:tokens=4,dim=8", "rmsnorm has no dtype 'fp8'"),
+    ("rmsnorm:eager:fwd:fp8:tokens=4,dim=8", "rmsnorm does not take dtype 'fp8' (did you mean 'fp32'?)"),
     ("rmsnorm:eager:fwd:bf16:tokens=4", "--case 'rmsnorm:eager:fwd:bf16:tokens=4': dim: missing"),
     ("collectives:torch:fwd:bf16:op=all_reduce,mb=1,world_size=1", "collectives runs a process a rank"),
     # a choice axis and a flag parse as in a suite (int() of every value once refused causal=true)
