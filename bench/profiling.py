@@ -81,30 +81,31 @@ def backward_in_ranges(outputs):
     belongs to the thread that pushed it: ncu's --nvtx-include caught none of a bwd case's kernels (H200, session
     57) and nsys left them outside their range. So the thread that runs the backward's first node pushes the same
     names before it, and pops them when the backward ends (autograd's final callback, run by the thread that
-    finished the backward: the worker thread, for a graph all on one GPU). The backward stays where training runs
-    it. Run on the calling thread instead (session 57's way), the small LM's host-bound step read faster on three
-    H100s (session 58, baselines/h100/s58/): in `bench run` 26.1 ms against 38.9 (one after the other), 22.6-23.4
-    against 24.6-30.2 and 24.7 against 24.8-27.3 (alternating), and 20.4 against 22.7 in alternating rounds of one
+    finished the backward: the worker thread, for a graph all on one GPU); a backward that raises, or that another
+    thread finished, has them popped there by `_pop_on`. The backward stays where training runs it. Run on the
+    calling thread instead (session 57's way), the small LM's host-bound step read faster on three H100s (session
+    58, baselines/h100/s58/): in `bench run` 26.1 ms against 38.9 (one after the other), 22.6-23.4 against
+    24.6-30.2 and 24.7 against 24.8-27.3 (alternating), and 20.4 against 22.7 in alternating rounds of one
     process. A kernel's bwd row reads the same device time either way (the timer's spin kernel covers the host)."""
     names = list(_open_names())
     roots = [o.grad_fn for o in outputs if isinstance(o, torch.Tensor) and o.grad_fn is not None]
     if not names or not roots:
         yield
         return
-    caller, pushed = threading.get_ident(), []
+    caller = threading.get_ident()
+    pushed: dict = {}  # thread: the one that pushed the names, until it pops them; device: what its first node ran on
 
     def pop():
-        if pushed and pushed[0] == threading.get_ident():
+        if pushed["thread"] == threading.get_ident():
             for _ in names:
                 _pop()
-        else:  # finished by another thread than the one that pushed (a graph over CPU and GPU)
-            warnings.warn(f"{names[0]}: a backward ended on another thread than it began; its NVTX ranges stay "
-                          f"open there")
+            pushed["thread"] = None
 
     def push(grad_outputs):
         if pushed or threading.get_ident() == caller:
             return
-        pushed.append(threading.get_ident())
+        pushed["thread"] = threading.get_ident()
+        pushed["device"] = next((g.device for g in grad_outputs if isinstance(g, torch.Tensor)), None)
         for name in names:
             _push(name)
         torch.autograd.Variable._execution_engine.queue_callback(pop)
@@ -115,6 +116,36 @@ def backward_in_ranges(outputs):
     finally:
         for h in handles:
             h.remove()
+        if pushed.get("thread") and not _pop_on(pushed["thread"], pushed["device"], len(names)):
+            warnings.warn(f"{names[0]}: a backward ended on another thread than it began, or raised, and its NVTX "
+                          f"ranges could not be closed there: they stay open on that thread")
+
+
+def _pop_on(thread: int, device, count: int) -> bool:
+    """Pop `count` ranges on autograd's worker `thread`, left open there by a backward that raised (autograd runs
+    final callbacks only after a backward that succeeds) or that another thread finished. Autograd keeps one worker
+    thread per device, so a one-node backward on `device` runs on it. False where that ran elsewhere or failed."""
+    popped = []
+
+    def pop(grad_outputs):
+        if threading.get_ident() == thread:
+            for _ in range(count):
+                _pop()
+            popped.append(thread)
+
+    try:
+        with torch.enable_grad():
+            leaf = torch.zeros((), device=device, requires_grad=True)
+            node = leaf * 1
+        node.grad_fn.register_prehook(pop)
+        _backward(node)
+    except Exception:  # a broken device (the backward's own error may have been a device-side assert)
+        return False
+    return bool(popped)
+
+
+def _backward(t: torch.Tensor) -> None:
+    t.backward()
 
 
 def named(name: str):

@@ -171,6 +171,82 @@ def test_a_backward_on_another_thread_gets_the_open_ranges(monkeypatch):
     assert len(log) == 8
 
 
+def test_a_backward_that_raises_on_another_thread_leaves_no_range_open(monkeypatch):
+    """Autograd runs final callbacks only after a backward that succeeds, so a worker thread's ranges were left open
+    by a backward that raised, and every later range on that thread nested under them. Now the context closes them
+    on the worker with a one-node backward there; a persistent Python thread stands in for autograd's device worker,
+    running both backwards (on a GPU autograd sends both to its one thread for the device)."""
+    import queue
+    import threading
+
+    import torch
+
+    from bench import profiling
+
+    jobs: queue.Queue = queue.Queue()
+
+    def serve():
+        while (job := jobs.get()) is not None:
+            fn, done = job
+            try:
+                done.put((fn(), None))
+            except Exception as e:  # noqa: BLE001 - handed back to the caller
+                done.put((None, e))
+
+    def on_worker(fn):
+        done: queue.Queue = queue.Queue()
+        jobs.put((fn, done))
+        value, error = done.get()
+        if error:
+            raise error
+        return value
+
+    class Boom(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            raise RuntimeError("boom")
+
+    depth: dict[int, int] = {}
+    log = []
+
+    def push(name):
+        depth[threading.get_ident()] = depth.get(threading.get_ident(), 0) + 1
+
+    def pop():
+        depth[threading.get_ident()] -= 1
+        log.append(threading.get_ident())
+
+    monkeypatch.setattr(profiling, "_push", push)
+    monkeypatch.setattr(profiling, "_pop", pop)
+    monkeypatch.setattr(profiling, "_backward", lambda t: on_worker(t.backward))
+    worker = threading.Thread(target=serve)
+    worker.start()
+    try:
+        x = torch.ones(3, requires_grad=True)
+        y = Boom.apply(x).sum()
+        with profiling.nvtx_range("call"), profiling.nvtx_range("backward"):
+            with pytest.raises(RuntimeError, match="boom"):
+                with profiling.backward_in_ranges([y]):
+                    on_worker(y.backward)
+        assert depth == {threading.get_ident(): 0, worker.ident: 0}
+        assert log.count(worker.ident) == 2  # the two names pushed there, popped there
+
+        monkeypatch.setattr(profiling, "_backward", lambda t: t.backward())  # the one-node backward runs here
+        y = Boom.apply(x).sum()
+        with profiling.nvtx_range("call"):
+            with pytest.raises(RuntimeError), pytest.warns(UserWarning, match="stay open on that thread"):
+                with profiling.backward_in_ranges([y]):
+                    on_worker(y.backward)
+        assert depth[worker.ident] == 1  # could not be closed, and said so
+    finally:
+        jobs.put(None)
+        worker.join()
+
+
 def test_kernel_table_leaves_the_named_ranges_out():
     """On a GPU the profiler projects each named range (the call's, a step's `backward`) onto the device with a
     self time of its own; those are no kernels, and counted in they took a quarter of a norm's table."""

@@ -12,3 +12,4 @@ for r in rows:
     if r["kind"] != "env":
         print(r.get("round"), r.get("shape"), r.get("impl", r["kind"]), r.get("config"), r.get("median_us"), r.get("error", "")[:60])
 PY
+python3 baselines/h200/s60/pop_check.py 2>&1 | tail -4
