@@ -2,7 +2,8 @@
 
 Memory: a large device-to-device copy, counting bytes read plus bytes written. Compute: a large matrix
 product per dtype (random data: zeros run faster). Launch: a tiny kernel as the suite times it (GPU), host time
-of one tiny eager op (CPU). On CPU the same with a memcpy and smaller GEMMs.
+of one tiny eager op (CPU). On CPU the same with a memcpy and smaller GEMMs. With several ranks: the interconnect's
+bus bandwidth (large all-reduces) and latency (a one-element all-reduce).
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ CAL_TIMING = TimingConfig(warmup_min_ms=100, warmup_max_ms=3000, min_samples=10,
 # the median in `bench calibrate` and 768 in a suite run minutes later, so median-based ceilings put
 # measured points above 100% of their roofline.
 CEILING_QUANTILE = "p20_ms"
+LATENCY_BYTES = 4  # one fp32 element: the all-reduce whose time is all latency
 
 
 def _copy_timing(device: str, nbytes: int, cfg: TimingConfig) -> dict:
@@ -111,7 +113,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _allreduce_rank(rank: int, world: int, device: str, nbytes: int, iters: int, port: int, queue) -> None:
+def _allreduce_rank(rank: int, world: int, device: str, sizes: list[int], iters: int, port: int, queue) -> None:
     import torch.distributed as dist
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
@@ -120,23 +122,26 @@ def _allreduce_rank(rank: int, world: int, device: str, nbytes: int, iters: int,
     dist.init_process_group("nccl" if device == "cuda" else "gloo", rank=rank, world_size=world,
                             device_id=torch.device("cuda", rank) if device == "cuda" else None)
     try:
-        x = torch.randn(nbytes // 4, device=device)  # [elements] fp32
-        samples = time_fixed(lambda: dist.all_reduce(x), device, iters, warmup=5, sync=dist.barrier)
-        queue.put((rank, samples))
+        runs = []
+        for nbytes in sizes:
+            x = torch.randn(max(nbytes // 4, 1), device=device)  # [elements] fp32
+            runs.append(time_fixed(lambda: dist.all_reduce(x), device, iters, warmup=5, sync=dist.barrier))
+        queue.put((rank, runs))
     finally:
         dist.destroy_process_group()
 
 
-def allreduce_busbw(device: str, world: int, nbytes: int = 256 * 2**20, iters: int = 20) -> dict:
-    """All-reduce bus bandwidth as nccl-tests defines it: algbw = bytes / time, busbw = algbw * 2(n-1)/n.
-    One process per rank (NCCL on GPUs, gloo on the CPU); time is the slowest rank's fast end (20th percentile,
-    as every ceiling)."""
+def allreduce_runs(device: str, world: int, sizes: list[int], iters: int = 20) -> list[dict]:
+    """An all-reduce of each of `sizes` (bytes, fp32) over `world` ranks, with its bus bandwidth as nccl-tests
+    defines it: algbw = bytes / time, busbw = algbw * 2(n-1)/n. One process per rank (NCCL on GPUs, gloo on the
+    CPU), one process group for all sizes; time is the slowest rank's fast end (20th percentile, as every
+    ceiling)."""
     import torch.multiprocessing as mp
 
     ctx = mp.get_context("spawn")
     queue = ctx.SimpleQueue()
     port = _free_port()
-    procs = [ctx.Process(target=_allreduce_rank, args=(r, world, device, nbytes, iters, port, queue))
+    procs = [ctx.Process(target=_allreduce_rank, args=(r, world, device, sizes, iters, port, queue))
              for r in range(world)]
     for p in procs:
         p.start()
@@ -144,8 +149,8 @@ def allreduce_busbw(device: str, world: int, nbytes: int = 256 * 2**20, iters: i
     deadline = wall_clock() + 300
     while len(results) < world and wall_clock() < deadline:
         if not queue.empty():
-            rank, samples = queue.get()
-            results[rank] = samples
+            rank, runs = queue.get()
+            results[rank] = runs
         elif not all(p.is_alive() for p in procs) and queue.empty():
             break
     for p in procs:
@@ -154,9 +159,13 @@ def allreduce_busbw(device: str, world: int, nbytes: int = 256 * 2**20, iters: i
             p.kill()
     if len(results) < world:
         raise RuntimeError(f"all-reduce calibration failed: {len(results)} of {world} ranks reported")
-    ms = max(sorted(s)[len(s) // 5] for s in results.values())
-    algbw = nbytes / (ms * 1e-3)
-    return {"world_size": world, "bytes": nbytes, "ms": ms, "algbw": algbw, "busbw": algbw * 2 * (world - 1) / world}
+    out = []
+    for i, nbytes in enumerate(sizes):
+        ms = max(sorted(runs[i])[len(runs[i]) // 5] for runs in results.values())
+        algbw = nbytes / (ms * 1e-3)
+        out.append({"world_size": world, "bytes": nbytes, "ms": ms, "algbw": algbw,
+                    "busbw": algbw * 2 * (world - 1) / world})
+    return out
 
 
 def measure(device: str, quick: bool = False, log=print, world_size: int = 1) -> dict:
@@ -187,13 +196,18 @@ def measure(device: str, quick: bool = False, log=print, world_size: int = 1) ->
         f"{out['launch_s'] * 1e6:.2f} us")
     if world_size > 1:
         # NOTE: on 2 x H200 (2026-11-30) a 256 MiB all-reduce gave 289 GB/s while 1 GiB messages reached 325
-        # (all_reduce) and 354 (broadcast): the ceiling is the best over the large sizes
-        runs = [allreduce_busbw(device, world_size, nbytes=mib * 2**20) for mib in ((16,) if quick else (256, 1024))]
+        # (all_reduce) and 354 (broadcast): the ceiling is the best over the large sizes. A one-element all-reduce
+        # gives the latency every collective pays whatever its size (1 MB all-reduces read 111 us on that machine
+        # against 3.6 predicted from bandwidth alone).
+        sizes = [LATENCY_BYTES] + [mib * 2**20 for mib in ((16,) if quick else (256, 1024))]
+        tiny, *runs = allreduce_runs(device, world_size, sizes)
+        log(f"all-reduce of one element over {world_size} ranks: {tiny['ms'] * 1e3:,.1f} us")
         for ar in runs:
             log(f"all-reduce {ar['bytes'] / 2**20:.0f} MiB over {world_size} ranks: {ar['ms']:.3f} ms, "
                 f"bus bandwidth {ar['busbw'] / 1e9:,.1f} GB/s")
         ar = max(runs, key=lambda r: r["busbw"])
         out["interconnect_bw"] = ar["busbw"]
+        out["comm_latency_s"] = tiny["ms"] * 1e-3
         out["allreduce"] = ar
     return out
 

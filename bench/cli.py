@@ -565,6 +565,8 @@ def calibrate(device, quick, world_size, use_file):
         add(f"all-reduce bus bw ({world_size} ranks)", measured["interconnect_bw"],
             sheet.interconnect_bw if sheet else None, "GB/s", 1e9)
     table.add_row("launch overhead", f"{spec.launch_s * 1e6:.1f} us", "-", "-")
+    if measured.get("comm_latency_s"):
+        table.add_row(f"all-reduce latency ({world_size} ranks)", f"{spec.comm_latency_s * 1e6:,.1f} us", "-", "-")
     console.print(table)
     path = roofline.store(spec, name, env.get("driver"))
     console.print(f"stored in {path}")

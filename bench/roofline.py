@@ -1,7 +1,8 @@
 """Hardware ceilings and the roofline prediction of every row.
 
-prediction = max(flops / peak(dtype, math unit), bytes / memory bandwidth, launch overhead), plus
-comm_bytes / interconnect bandwidth for multi-rank work. Ceilings come from `bench calibrate` (measured with
+prediction = max(flops / peak(dtype, math unit), bytes / memory bandwidth, launch overhead), and for multi-rank
+work also comm_bytes / interconnect bandwidth and the interconnect's latency (every collective pays it): each is a
+time the work cannot beat, so the largest is the prediction. Ceilings come from `bench calibrate` (measured with
 the suite's own timer, cached per device and driver) when present, else from the datasheet table below.
 """
 from __future__ import annotations
@@ -27,6 +28,7 @@ class DeviceSpec:
     interconnect_bw: float = 0.0  # bytes/s per direction per device (NVLink, PCIe)
     l2_bytes: int = 0
     launch_s: float = 5e-6  # the least one eager call costs
+    comm_latency_s: float = 0.0  # the least one collective costs (a one-element all-reduce); 0: not measured
     source: str = "datasheet"
     measured: dict = field(default_factory=dict)  # what calibration measured, for display
 
@@ -98,10 +100,11 @@ def predict(flops: float, nbytes: float, dtype: str, math: str, spec: DeviceSpec
     }
     if comm_bytes:
         terms["comm"] = comm_bytes / spec.interconnect_bw if spec.interconnect_bw else 0.0
+        terms["comm_latency"] = spec.comm_latency_s
     bound = max(terms, key=terms.get)
     out = {"predicted_ms": terms[bound] * 1e3, "bound": bound}
     if comm_bytes and spec.interconnect_bw:  # unknown until `bench calibrate --world-size N` measured it
-        out["predicted_comm_ms"] = terms["comm"] * 1e3
+        out["predicted_comm_ms"] = max(terms["comm"], terms["comm_latency"]) * 1e3
     return out
 
 
@@ -196,6 +199,7 @@ def merge(measured: dict, base: DeviceSpec | None, name: str) -> DeviceSpec:
         interconnect_bw=measured.get("interconnect_bw") or (base.interconnect_bw if base else 0.0),
         l2_bytes=measured.get("l2_bytes") or (base.l2_bytes if base else 0),
         launch_s=measured.get("launch_s") or (base.launch_s if base else 5e-6),
+        comm_latency_s=measured.get("comm_latency_s") or (base.comm_latency_s if base else 0.0),
         source="calibrated",
         measured=measured,
     )

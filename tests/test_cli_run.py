@@ -125,5 +125,6 @@ def test_list_and_costs_and_calibrate(tmp_path):
     cal = bench("calibrate", "--device", "cpu", "--quick", "--world-size", "2")
     assert "memcpy bandwidth" in cal.stdout and "stored in" in cal.stdout
     assert "all-reduce 16 MiB over 2 ranks" in cal.stdout and "bus bandwidth" in cal.stdout
+    assert "all-reduce of one element over 2 ranks" in cal.stdout and "all-reduce latency (2 ranks)" in cal.stdout
     costs = bench("list", "--costs", "matmul", "--suite", "matmul", "--device", "cpu")
     assert "8192" in costs.stdout and "compute" in costs.stdout

@@ -57,6 +57,26 @@ def test_prediction_takes_the_larger_bound():
     assert step["bound"] == "compute" and step["predicted_ms"] == pytest.approx(1000.0)
 
 
+def test_a_collective_costs_at_least_the_interconnects_latency():
+    """A small all-reduce is bound by the latency every collective pays, not by its bytes over the bus bandwidth
+    (1 MB read 111 us on 2 x H200 against 3.6 us from bandwidth alone); a large one by its bytes. Uncalibrated
+    (latency 0), bandwidth alone."""
+    ring = roofline.DeviceSpec(**{**SPEC.__dict__, "interconnect_bw": 300e9, "comm_latency_s": 80e-6})
+    small = roofline.predict(0, 2e6, "bf16", "vector", ring, comm_bytes=1e6)
+    assert small["bound"] == "comm_latency" and small["predicted_ms"] == pytest.approx(0.080)
+    assert small["predicted_comm_ms"] == pytest.approx(0.080)
+    large = roofline.predict(0, 2e9, "bf16", "vector", ring, comm_bytes=1e9)
+    assert large["bound"] == "comm" and large["predicted_ms"] == pytest.approx(1e9 / 300e9 * 1e3)
+    assert roofline.predict(0, 10, "bf16", "vector", ring)["bound"] == "launch"  # no communication: no latency
+    unknown = roofline.DeviceSpec(**{**SPEC.__dict__, "interconnect_bw": 300e9})
+    assert roofline.predict(0, 2e6, "bf16", "vector", unknown, comm_bytes=1e6)["bound"] == "launch"
+    spec = roofline.merge({"comm_latency_s": 80e-6, "interconnect_bw": 300e9}, roofline.datasheet("NVIDIA H200"), "H200")
+    assert roofline.DeviceSpec.from_json(spec.to_json()).comm_latency_s == 80e-6
+    old = spec.to_json()
+    del old["comm_latency_s"]  # a calibration file written before the latency was measured
+    assert roofline.DeviceSpec.from_json(old).comm_latency_s == 0.0
+
+
 def test_annotate_fills_row_fields():
     row = {"dtype": "bf16", "median_ms": 2.0, "cpu_ms": 0.01}
     roofline.annotate(row, Cost(1e12, 2e9, "tensor"), SPEC)
@@ -91,11 +111,13 @@ def test_calibration_cache_wins_over_datasheet(tmp_path, monkeypatch):
 
 
 def test_allreduce_bus_bandwidth_definition_gloo():
-    """nccl-tests' definition: busbw = algbw * 2(n-1)/n, measured here with 2 gloo ranks."""
-    from bench.calibrate import allreduce_busbw
+    """nccl-tests' definition: busbw = algbw * 2(n-1)/n, measured here with 2 gloo ranks, one size after another in
+    one process group (the one-element all-reduce that gives the latency first)."""
+    from bench.calibrate import allreduce_runs
 
-    r = allreduce_busbw("cpu", 2, nbytes=4 * 2**20, iters=5)
-    assert r["ms"] > 0
+    tiny, r = allreduce_runs("cpu", 2, [4, 4 * 2**20], iters=5)
+    assert tiny["bytes"] == 4 and r["bytes"] == 4 * 2**20
+    assert 0 < tiny["ms"] < r["ms"]
     assert r["algbw"] == pytest.approx(4 * 2**20 / (r["ms"] * 1e-3))
     assert r["busbw"] == pytest.approx(r["algbw"] * 2 * 1 / 2)
 
