@@ -92,7 +92,7 @@ def list_cmd(device, costs_for, suite_name, suites_file):
 
 def _list_costs(comps, name, suite_name, suites_file, dev):
     from bench import roofline, suite
-    from bench.execute import point_label
+    from bench.results import point_label
     from bench.results import device_name, environment
 
     if name not in comps:
@@ -256,6 +256,7 @@ def _run_with_progress(Runner, opts, planned, RunInterrupted, write_report=False
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                                TimeRemainingColumn)
 
+    from bench.results import point_label
     from bench.timing import wall_clock
 
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -277,7 +278,7 @@ def _run_with_progress(Runner, opts, planned, RunInterrupted, write_report=False
             spent = wall_clock() - start
             left = f", ~{_clock(spent / (i + 1) * (total - i - 1))} left" if i + 1 < total else ""
             console.print(f"[{i + 1}/{total} {_clock(spent)}{left}] {row['component']}:{row['impl']}:{row['mode']}:"
-                          f"{_point(row['point'])}:{row['dtype']} {row['status']} {extra}")
+                          f"{point_label(row['point'])}:{row['dtype']} {row['status']} {extra}")
 
     runner = Runner(opts, on_row=on_row, on_start=on_start, log=lambda s: console.print(s))
     try:
@@ -295,11 +296,9 @@ def _run_with_progress(Runner, opts, planned, RunInterrupted, write_report=False
     return rows
 
 
-def _point(point) -> str:
-    return ",".join(f"{k}={v}" for k, v in point.items()) if isinstance(point, dict) else str(point)
-
-
 def _summary(rows):
+    from bench.results import point_label
+
     table = Table(title="summary")
     for col in ("component", "impl", "mode", "point", "dtype", "median", "TFLOP/s", "GB/s", "% roofline", "status"):
         table.add_column(col, justify="right" if col in ("median", "TFLOP/s", "GB/s", "% roofline") else "left")
@@ -308,7 +307,7 @@ def _summary(rows):
         status = r["status"]
         if status != "ok" and r.get("reason"):
             status = f"{status}: {r['reason'][:60]}"
-        table.add_row(r["component"], r["impl"], r["mode"], _point(r["point"]), r["dtype"], _fmt_ms(med),
+        table.add_row(r["component"], r["impl"], r["mode"], point_label(r["point"]), r["dtype"], _fmt_ms(med),
                       f"{r['tflops']:.3f}" if r.get("tflops") else "-", f"{r['gbps']:.1f}" if r.get("gbps") else "-",
                       f"{r['roofline_pct']:.1f}" if r.get("roofline_pct") else "-", status)
     console.print(table)

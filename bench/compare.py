@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from bench.results import KEY, load
+from bench.results import KEY, load, point_label
 
 FAILING = ("slower", "broken")
 # what fails a comparison: a slower row or a correctness loss, or (on a machine whose timing cannot be trusted,
@@ -199,19 +199,12 @@ def failed(verdicts: list[Verdict], failing: tuple[str, ...] = FAILING) -> bool:
     return any(v.verdict in failing for v in verdicts)
 
 
-def _point(pk: str) -> str:
-    try:
-        return ",".join(f"{k}={v}" for k, v in json.loads(pk).items())
-    except ValueError:
-        return pk
-
-
 def row_cells(v: Verdict) -> list[str]:
     """A verdict as the cells of a report's row, under HEADER."""
     ratio = f"{v.ratio:.3f} [{v.ratio_lo:.3f}, {v.ratio_hi:.3f}]" if v.ratio is not None else "-"
     ms = lambda x: f"{x:.4g}" if x is not None and not (isinstance(x, float) and math.isnan(x)) else "-"
     p = f"{v.p_value:.2g}" if v.p_value is not None else "-"
-    return [v.verdict, f"{v.component}:{v.impl}", v.mode, _point(v.point), v.dtype, ms(v.base_ms), ms(v.cur_ms),
+    return [v.verdict, f"{v.component}:{v.impl}", v.mode, point_label(v.point), v.dtype, ms(v.base_ms), ms(v.cur_ms),
             ratio, p, v.note]
 
 

@@ -20,6 +20,7 @@ import torch
 from bench import profiling, registry
 from bench.check import Reference, as_tuple, grad_out_like, run_for_check, with_grad
 from bench.dtypes import precision, torch_dtype
+from bench.results import point_label
 from bench.timing import TimingConfig, autotune_bench, l2_flusher, time_call, wall_clock
 
 
@@ -42,11 +43,6 @@ class Case:
 
 def case_key(component: str, impl: str, mode: str, point: dict, dtype: str) -> tuple:
     return (component, impl, mode, json.dumps(point, sort_keys=True), dtype)
-
-
-def point_label(point: dict) -> str:
-    """`k=v,k=v` in declared order: no '/' (ncu's NVTX filter reads it as nesting), no spaces."""
-    return ",".join(f"{k}={v}" for k, v in point.items())
 
 
 def point_seed(case: Case, base_seed: int) -> int:

@@ -25,7 +25,7 @@ DOMAIN = "bench"
 
 
 def range_name(case, phase: str = "timed") -> str:
-    from bench.execute import point_label
+    from bench.results import point_label
 
     name = f"{case.component}:{case.impl}:{case.mode}:{point_label({**case.point, 'dtype': case.dtype})}"
     return name if phase == "timed" else f"{name}:{phase}"

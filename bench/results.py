@@ -122,6 +122,19 @@ def point_key(point) -> str:
     return json.dumps(point, sort_keys=True)
 
 
+def point_label(point) -> str:
+    """A point as `k=v,k=v` in its order: no '/' (ncu's NVTX filter reads it as nesting), no spaces. Also takes a
+    results key's JSON text of a point; anything else reads as it is."""
+    if isinstance(point, str):
+        try:
+            point = json.loads(point)
+        except ValueError:
+            return point
+    if isinstance(point, dict):
+        return ",".join(f"{k}={v}" for k, v in point.items())
+    return str(point)
+
+
 def natural_key(value) -> tuple:
     """Sort key: numbers by value before words ("1", "10", "25", "100"; not "1", "10", "100", "25"); a point by its
     values in order."""

@@ -23,7 +23,8 @@ import torch
 
 from bench import distributed, profiling, registry
 from bench.dtypes import precision
-from bench.execute import Case, point_label, prepare_call
+from bench.execute import Case, prepare_call
+from bench.results import point_label
 
 
 @dataclass

@@ -15,7 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from bench.results import atomic_write, load, natural_key
+from bench.results import atomic_write, load, natural_key, point_label
 from bench.roofline import datasheet
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -34,10 +34,6 @@ TABLE_COLUMNS = [
     ("timer", "timer"), ("kernel_configs", "kernel configs"), ("autotune_ms", "autotuner margin"),
     ("reason", "reason / note"),
 ]
-
-
-def _point_label(p) -> str:
-    return ",".join(f"{k}={v}" for k, v in p.items()) if isinstance(p, dict) else str(p)
 
 
 def _num(x):
@@ -93,7 +89,7 @@ def prepare(df: pd.DataFrame) -> pd.DataFrame:
     for col in OPTIONAL:  # older rows, or rows from components without these fields
         if col not in df.columns:
             df[col] = None
-    df["point_label"] = df["point"].map(_point_label)
+    df["point_label"] = df["point"].map(point_label)
     df["device"] = df["device"].fillna(df.get("backend", "unknown"))
     # One row per case: files given together may repeat one (a rerun, a resumed run); the newest row stands.
     case = ["component", "impl", "mode", "point_label", "dtype", "device"]
@@ -199,8 +195,8 @@ def _varying_labels(points: list) -> tuple[str, list[str]]:
     tick labels then read "seq=4096,head_dim=128" instead of repeating batch, heads and causal at every tick."""
     shared, rest = _split_axes(points)
     if len(points) < 2 or not shared or not any(rest):
-        return "", [_point_label(p) for p in points]
-    return _point_label(shared), [_point_label(r) for r in rest]
+        return "", [point_label(p) for p in points]
+    return point_label(shared), [point_label(r) for r in rest]
 
 
 def _predicted_trace(s: pd.DataFrame, order: list[str], x: list[str]) -> go.Scatter | None:
@@ -312,7 +308,7 @@ def memory_chart(g: pd.DataFrame, device: str) -> dict:
     # a bar is named by its impl and what differs between the bars; what they share goes in the title
     shared, rest = _split_axes(ok["point"].tolist())
     several = [c for c in ("mode", "dtype") if ok[c].nunique() > 1]
-    labels = [html.escape(" ".join([r["impl"], *(str(r[c]) for c in several)] + ([_point_label(v)] if v else [])))
+    labels = [html.escape(" ".join([r["impl"], *(str(r[c]) for c in several)] + ([point_label(v)] if v else [])))
               for r, v in zip(ok.to_dict("records"), rest)]
     gib = 2**30
     ratio = ok["peak_mem_bytes"] / ok["predicted_mem_bytes"]
@@ -322,7 +318,7 @@ def memory_chart(g: pd.DataFrame, device: str) -> dict:
                          hovertemplate="%{x}<br>%{y:.2f} GiB, %{text}<extra></extra>"))
     fig.add_trace(go.Bar(x=labels, y=(ok["predicted_mem_bytes"] / gib).tolist(), name="predicted", marker_color=PALETTE[1],
                          hovertemplate="%{x}<br>%{y:.2f} GiB predicted<extra></extra>"))
-    title = f"Peak memory per rank on {device}" + (f" ({_point_label(shared)})" if shared else "")
+    title = f"Peak memory per rank on {device}" + (f" ({point_label(shared)})" if shared else "")
     fig.update_layout(barmode="group", **_layout(html.escape(title), "implementation", "memory per rank (GiB)"))
     return fig.to_plotly_json()
 
@@ -369,7 +365,7 @@ def first_oom(g: pd.DataFrame) -> list[dict]:
                 ok_below = [v for v, st in line if st == "ok"]
                 if ok_below and not any(st == "oom" for _, st in line):
                     lines.append({"impl": impl, "mode": mode, "dtype": dtype, "device": device, "axis": axis,
-                                  "ok": max(ok_below), "oom": value, "at": _point_label(rest),
+                                  "ok": max(ok_below), "oom": value, "at": point_label(rest),
                                   "reason": str(reason)[:160]})
     return sorted(lines, key=lambda r: (r["impl"], r["mode"], r["dtype"], r["axis"], r["at"]))
 

@@ -56,3 +56,15 @@ def test_atomic_write_replaces_whole_file(tmp_path):
     results.atomic_write(path, "two")
     assert path.read_text() == "two"
     assert [p.name for p in path.parent.iterdir()] == ["f.json"]  # no temporary left behind
+
+
+def test_one_label_for_a_point_wherever_it_is_read():
+    """The run's log, its table, the report, `bench compare` (whose key holds the point as sorted JSON) and the
+    NVTX range names all write a point the same way, in its own order."""
+    point = {"tokens": 4096, "dim": 768, "causal": True}
+    assert results.point_label(point) == "tokens=4096,dim=768,causal=True"
+    assert results.point_label(json.dumps(point, sort_keys=True)) == "causal=True,dim=768,tokens=4096"
+    assert results.point_label("not json") == "not json"
+    assert results.point_label(None) == "None"
+    assert sorted([{"mb": 25}, {"mb": 100}, {"mb": 1}], key=results.natural_key) == [
+        {"mb": 1}, {"mb": 25}, {"mb": 100}]
