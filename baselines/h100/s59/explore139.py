@@ -3,6 +3,8 @@
 configs were sized for 2-byte operands: at 4 bytes the 64-deep tiles of 128 x 256 and 128 x 128 need more shared
 memory than an SM has, so tf32 gets the smaller ones. Here every config of the library and some sized for 4-byte
 operands, each alone (no autotuning), timed through bench.timing at tf32 against torch.matmul (tf32 on), two rounds.
+Session 60 added B stored K-major (`layout` kn: b.t().contiguous().t(), the same matrix): Hopper's wgmma takes tf32
+operands K-major only, and a row-major B is N-major.
 
 Run from the repository root: python3 baselines/h100/s59/explore139.py OUT.jsonl   (on a GPU)
 """
@@ -36,7 +38,7 @@ def kernel_for(bm, bn, bk, warps, stages):
 
 def main() -> None:
     out, dev = begin(sys.argv[1], False)
-    cfg = TimingConfig(max_time_s=1.0)
+    cfg = TimingConfig(max_time_s=0.5)
     kernels = {c: kernel_for(*c) for c in dict.fromkeys(LIBRARY + WIDE)}
     for rnd in range(2):
         for M, N, K in SHAPES:
@@ -48,21 +50,23 @@ def main() -> None:
             ref = a @ b
             s = time_call(lambda: torch.matmul(a, b, out=c), dev, cfg).summary()
             emit(out, kind="time", round=rnd, shape=[M, N, K], impl="cublas", median_us=round(s["median_ms"] * 1e3, 2))
-            for conf, kern in kernels.items():
-                grid = lambda meta: (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]),)
+            for layout, bb in (("nk", b), ("kn", b.t().contiguous().t())):
+                for conf, kern in kernels.items():
+                    grid = lambda meta: (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]),)
 
-                def call():
-                    kern[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
-                               c.stride(1), PRECISION="tf32", UPCAST=False)
-                try:
-                    call()
-                    err = float((c - ref).norm() / ref.norm())
-                    s = time_call(call, dev, cfg).summary()
-                except Exception as e:  # out of shared memory, registers
-                    emit(out, kind="fail", round=rnd, shape=[M, N, K], config=list(conf), error=str(e)[:120])
-                    continue
-                emit(out, kind="time", round=rnd, shape=[M, N, K], impl="triton", config=list(conf),
-                     library=conf in LIBRARY, median_us=round(s["median_ms"] * 1e3, 2), rel_err=err)
+                    def call():
+                        kern[grid](a, bb, c, M, N, K, a.stride(0), a.stride(1), bb.stride(0), bb.stride(1),
+                                   c.stride(0), c.stride(1), PRECISION="tf32", UPCAST=False)
+                    try:
+                        call()
+                        err = float((c - ref).norm() / ref.norm())
+                        s = time_call(call, dev, cfg).summary()
+                    except Exception as e:  # out of shared memory, registers
+                        emit(out, kind="fail", round=rnd, shape=[M, N, K], layout=layout, config=list(conf),
+                             error=str(e)[:120])
+                        continue
+                    emit(out, kind="time", round=rnd, shape=[M, N, K], impl="triton", layout=layout, config=list(conf),
+                         library=conf in LIBRARY, median_us=round(s["median_ms"] * 1e3, 2), rel_err=err)
 
 
 if __name__ == "__main__":
