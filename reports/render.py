@@ -264,7 +264,9 @@ def shape_charts(g: pd.DataFrame, colors: dict) -> list[dict]:
 
 
 def busbw_chart(g: pd.DataFrame, device: str) -> dict:
-    """Collectives: nccl-tests' bus bandwidth per message size and op, against the interconnect ceiling."""
+    """Collectives: nccl-tests' bus bandwidth per message size and op, against the roofline's (the bus bytes over
+    the predicted time: the bandwidth ceiling for large messages, less where the latency bounds a small one) and
+    the interconnect ceiling."""
     if "busbw_gbps" not in g.columns:
         return {}
     ok = g[(g["status"] == "ok") & g["busbw_gbps"].notna() & g["point"].map(lambda p: "mb" in p)]
@@ -282,6 +284,15 @@ def busbw_chart(g: pd.DataFrame, device: str) -> dict:
                                  marker=dict(symbol=SYMBOLS.get(dtype, "circle"), size=8),
                                  name=html.escape(f"{op} ({ws} ranks, {dtype})"), text=text,
                                  hovertemplate="%{text}<extra></extra>"))
+    if "predicted_ms" in ok.columns:  # the roofline's bus bandwidth: the bus bytes over the predicted time
+        known = ok[ok["predicted_ms"].notna()].drop_duplicates(["op", "ws", "mb"]).sort_values("mb")
+        for (op, ws), s in known.groupby(["op", "ws"]):
+            pred = s["busbw_gbps"] * s["median_ms"] / s["predicted_ms"]
+            text = [html.escape(f"roofline of {op} {mb} MB x{ws}") + f"<br>{p:.4g} ms, {b:,.1f} GB/s ({bound}-bound)"
+                    for mb, p, b, bound in zip(s["mb"], s["predicted_ms"], pred, s["bound"])]
+            fig.add_trace(go.Scatter(x=s["mb"], y=pred, mode="lines", name=html.escape(f"{op} roofline"),
+                                     line=dict(color=colors[op], dash="dash", width=1.5), text=text,
+                                     hovertemplate="%{text}<extra></extra>"))
     ceiling = ok["peak_comm_gbps"].dropna() if "peak_comm_gbps" in ok.columns else pd.Series(dtype=float)
     span = [ok["mb"].min(), ok["mb"].max()]
     if len(ceiling):  # what predicted_comm_ms used: calibrated all-reduce bus bandwidth, or the datasheet's

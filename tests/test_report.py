@@ -88,8 +88,9 @@ def test_collectives_get_a_bus_bandwidth_chart(tmp_path):
     rows = [{"run_id": "r", "suite": "c", "component": "collectives", "impl": "torch", "mode": "fwd",
              "point": {"op": "all_reduce", "mb": mb, "world_size": 2}, "dtype": "bf16", "device": "NVIDIA H200",
              "status": "ok", "samples_ms": [t] * 10, "median_ms": t, "p20_ms": t, "p80_ms": t, "flops": 0.0,
-             "bytes": 2e6 * mb, "busbw_gbps": mb * 1.048576 / t, "peak_comm_gbps": 289.0, "baseline": "torch"}
-            for mb, t in ((1, 0.05), (16, 0.1), (256, 0.9))]
+             "bytes": 2e6 * mb, "busbw_gbps": mb * 1.048576 / t, "peak_comm_gbps": 289.0, "baseline": "torch",
+             "predicted_ms": p, "bound": bound}
+            for mb, t, p, bound in ((1, 0.05, 0.04, "comm_latency"), (16, 0.1, 0.058, "comm"), (256, 0.9, 0.87, "comm"))]
     index = render([str(write(tmp_path / "c.jsonl", rows))], tmp_path / "out")
     page = index.read_text()
     charts = charts_of(page)
@@ -99,6 +100,11 @@ def test_collectives_get_a_bus_bandwidth_chart(tmp_path):
     assert "all_reduce (2 ranks, bf16)" in names
     assert "ceiling used for predictions 289 GB/s" in names  # the calibrated one the rows carry
     assert "datasheet interconnect 450 GB/s" in names  # the H200's NVLink, per direction
+    (roof,) = [t for t in bus[0]["data"] if t["name"] == "all_reduce roofline"]
+    # bus bytes over the predicted time: 1 MB's latency (40 us) holds it to 26 GB/s, far under the ceiling
+    assert values(roof["x"]) == [1, 16, 256] and values(roof["y"]) == pytest.approx([1.048576 / 0.04, 16.777216 / 0.058,
+                                                                     268.435456 / 0.87])
+    assert "comm_latency-bound" in roof["text"][0] and "comm-bound" in roof["text"][1]
 
 
 def test_text_from_results_is_escaped(tmp_path):
