@@ -546,6 +546,12 @@ def calibrate(device, quick, world_size, use_file):
     if dev == "cuda" and world_size > env.get("gpu_count", 0):
         _fail(f"--world-size {world_size}: only {env.get('gpu_count', 0)} GPUs are visible")
     measured = cal.measure(dev, quick=quick, log=lambda s: console.print("  " + s), world_size=world_size)
+    kept = roofline.carried_comm(measured, roofline.load_cached(name, env.get("driver")))
+    if kept:
+        measured.update(kept)
+        ranks = kept.get("allreduce", {}).get("world_size", "several")
+        console.print(f"  kept the interconnect's ceilings of the earlier calibration over {ranks} ranks "
+                      f"(--world-size N measures them again)")
     sheet = roofline.datasheet(name)
     spec = roofline.merge(measured, sheet, name)
     table = Table(title=f"ceilings of {name}")
@@ -560,12 +566,13 @@ def calibrate(device, quick, world_size, use_file):
     unit, scale = ("TFLOP/s", 1e12) if dev == "cuda" else ("GFLOP/s", 1e9)
     for dtype, rate in measured["tensor_flops"].items():
         add(f"matmul {dtype}", rate, sheet.tensor_flops.get(dtype) if sheet else None, unit, scale)
+    ranks = measured.get("allreduce", {}).get("world_size", world_size)
     if measured.get("interconnect_bw"):
-        add(f"all-reduce bus bw ({world_size} ranks)", measured["interconnect_bw"],
+        add(f"all-reduce bus bw ({ranks} ranks)", measured["interconnect_bw"],
             sheet.interconnect_bw if sheet else None, "GB/s", 1e9)
     table.add_row("launch overhead", f"{spec.launch_s * 1e6:.1f} us", "-", "-")
     if measured.get("comm_latency_s"):
-        table.add_row(f"all-reduce latency ({world_size} ranks)", f"{spec.comm_latency_s * 1e6:,.1f} us", "-", "-")
+        table.add_row(f"all-reduce latency ({ranks} ranks)", f"{spec.comm_latency_s * 1e6:,.1f} us", "-", "-")
     console.print(table)
     path = roofline.store(spec, name, env.get("driver"))
     console.print(f"stored in {path}")

@@ -206,6 +206,17 @@ def merge(measured: dict, base: DeviceSpec | None, name: str) -> DeviceSpec:
     return spec
 
 
+COMM_CEILINGS = ("interconnect_bw", "comm_latency_s", "allreduce")
+
+
+def carried_comm(measured: dict, previous: DeviceSpec | None) -> dict:
+    """What an earlier calibration of this device over several ranks measured of the interconnect, for a
+    calibration that measures none (one rank), so that it does not drop them; {} when there is nothing to keep."""
+    if previous is None or any(measured.get(k) for k in COMM_CEILINGS):
+        return {}
+    return {k: previous.measured[k] for k in COMM_CEILINGS if previous.measured.get(k)}
+
+
 def store_quick_calibration(measured: dict, name: str, driver: str | None) -> DeviceSpec:
     """The spec from an automatic quick calibration (a device with no cache entry and no datasheet), stored."""
     spec = merge(measured, datasheet(name), name)

@@ -126,5 +126,8 @@ def test_list_and_costs_and_calibrate(tmp_path):
     assert "memcpy bandwidth" in cal.stdout and "stored in" in cal.stdout
     assert "all-reduce 16 MiB over 2 ranks" in cal.stdout and "bus bandwidth" in cal.stdout
     assert "all-reduce of one element over 2 ranks" in cal.stdout and "all-reduce latency (2 ranks)" in cal.stdout
+    one = bench("calibrate", "--device", "cpu", "--quick", "--world-size", "1")  # measures no interconnect ...
+    assert "all-reduce 16 MiB" not in one.stdout and "kept the interconnect's ceilings" in one.stdout
+    assert "all-reduce bus bw (2 ranks)" in one.stdout and "all-reduce latency (2 ranks)" in one.stdout  # ... keeps them
     costs = bench("list", "--costs", "matmul", "--suite", "matmul", "--device", "cpu")
     assert "8192" in costs.stdout and "compute" in costs.stdout

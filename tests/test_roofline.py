@@ -110,6 +110,17 @@ def test_calibration_cache_wins_over_datasheet(tmp_path, monkeypatch):
     assert roofline.resolve("NVIDIA H200", "999").source == "datasheet"  # another driver: not this cache entry
 
 
+def test_a_calibration_of_one_rank_keeps_the_interconnect_an_earlier_one_measured():
+    ar = {"world_size": 2, "busbw": 300e9}
+    earlier = roofline.merge({"mem_bw": 4e12, "interconnect_bw": 300e9, "comm_latency_s": 8e-5, "allreduce": ar},
+                             None, "H200")
+    assert roofline.carried_comm({"mem_bw": 4.1e12}, earlier) == {"interconnect_bw": 300e9, "comm_latency_s": 8e-5,
+                                                                 "allreduce": ar}
+    assert roofline.carried_comm({"mem_bw": 4.1e12, "interconnect_bw": 280e9}, earlier) == {}  # measured anew
+    assert roofline.carried_comm({"mem_bw": 4.1e12}, None) == {}
+    assert roofline.carried_comm({}, roofline.datasheet("NVIDIA H200")) == {}  # the datasheet's link is no measurement
+
+
 def test_allreduce_bus_bandwidth_definition_gloo():
     """nccl-tests' definition: busbw = algbw * 2(n-1)/n, measured here with 2 gloo ranks, one size after another in
     one process group (the one-element all-reduce that gives the latency first)."""
