@@ -2,8 +2,12 @@
 
 prediction = max(flops / peak(dtype, math unit), bytes / memory bandwidth, launch overhead), and for multi-rank
 work also comm_bytes / interconnect bandwidth and the interconnect's latency (every collective pays it): each is a
-time the work cannot beat, so the largest is the prediction. Ceilings come from `bench calibrate` (measured with
-the suite's own timer, cached per device and driver) when present, else from the datasheet table below.
+time the work cannot beat, so the largest is the prediction. That is the alpha-beta model of communication in
+roofline form, max(alpha, n / bandwidth), not their sum: the bandwidth is calibrated from whole large all-reduces,
+latency included, so a sum would count the latency twice there; and the line through the 256 MiB and 1 GiB
+all-reduces on 2 x H200 (0.938 and 3.311 ms) meets zero bytes at 147 us, above the 112 us a 1 MB all-reduce took
+(NCCL changes protocol with size: no one line fits). Ceilings come from `bench calibrate` (measured with the
+suite's own timer, cached per device and driver) when present, else from the datasheet table below.
 """
 from __future__ import annotations
 
