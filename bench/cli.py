@@ -92,8 +92,7 @@ def list_cmd(device, costs_for, suite_name, suites_file):
 
 def _list_costs(comps, name, suite_name, suites_file, dev):
     from bench import roofline, suite
-    from bench.results import point_label
-    from bench.results import device_name, environment
+    from bench.results import device_name, environment, point_label
 
     if name not in comps:
         _fail(f"unknown component {name!r}; known: {', '.join(sorted(comps))}")
