@@ -287,6 +287,8 @@ def busbw_chart(g: pd.DataFrame, device: str) -> dict:
     if "predicted_ms" in ok.columns:  # the roofline's bus bandwidth: the bus bytes over the predicted time
         known = ok[ok["predicted_ms"].notna()].drop_duplicates(["op", "ws", "mb"]).sort_values("mb")
         for (op, ws), s in known.groupby(["op", "ws"]):
+            if (s["bound"] == "comm").all():  # the bandwidth ceiling everywhere: the ceiling's line below says it
+                continue
             pred = s["busbw_gbps"] * s["median_ms"] / s["predicted_ms"]
             text = [html.escape(f"roofline of {op} {mb} MB x{ws}") + f"<br>{p:.4g} ms, {b:,.1f} GB/s ({bound}-bound)"
                     for mb, p, b, bound in zip(s["mb"], s["predicted_ms"], pred, s["bound"])]

@@ -91,7 +91,8 @@ def test_collectives_get_a_bus_bandwidth_chart(tmp_path):
              "bytes": 2e6 * mb, "busbw_gbps": mb * 1.048576 / t, "peak_comm_gbps": 289.0, "baseline": "torch",
              "predicted_ms": p, "bound": bound}
             for mb, t, p, bound in ((1, 0.05, 0.04, "comm_latency"), (16, 0.1, 0.058, "comm"), (256, 0.9, 0.87, "comm"))]
-    index = render([str(write(tmp_path / "c.jsonl", rows))], tmp_path / "out")
+    gather = [{**r, "point": {**r["point"], "op": "all_gather"}, "bound": "comm"} for r in rows]
+    index = render([str(write(tmp_path / "c.jsonl", rows + gather))], tmp_path / "out")
     page = index.read_text()
     charts = charts_of(page)
     bus = [c for c in charts.values() if "Bus bandwidth" in c["layout"]["title"]["text"]]
@@ -105,6 +106,7 @@ def test_collectives_get_a_bus_bandwidth_chart(tmp_path):
     assert values(roof["x"]) == [1, 16, 256] and values(roof["y"]) == pytest.approx([1.048576 / 0.04, 16.777216 / 0.058,
                                                                      268.435456 / 0.87])
     assert "comm_latency-bound" in roof["text"][0] and "comm-bound" in roof["text"][1]
+    assert "all_gather (2 ranks, bf16)" in names and "all_gather roofline" not in names  # the ceiling's line, all along
 
 
 def test_text_from_results_is_escaped(tmp_path):
