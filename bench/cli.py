@@ -171,6 +171,7 @@ def run(suite_names, suite_opt, suites_file, device, impls, components, modes, d
         point_timeout, quick_timing, no_check, seed, write_report):
     """Run SUITE ... (default: quick) and write one row per case."""
     from bench import registry, suite
+    from bench.results import natural_key
     from bench.runner import RunInterrupted, RunOptions, Runner, default_out, plan
     from bench.timing import TimingConfig
 
@@ -213,8 +214,6 @@ def run(suite_names, suite_opt, suites_file, device, impls, components, modes, d
         planned = [p for p in planned if p.case.mode in modes]
     if dtypes:
         planned = [p for p in planned if p.case.dtype in dtypes]
-    from bench.results import natural_key
-
     for axis, wanted in where.items() if planned else ():
         asked = f"--where {axis}={' or '.join(wanted)}"
         values = {str(p.case.point[axis]) for p in planned if axis in p.case.point}

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import gc
 import hashlib
-import json
 import os
 import sys
 import time
@@ -20,7 +19,7 @@ import torch
 from bench import profiling, registry
 from bench.check import Reference, as_tuple, grad_out_like, run_for_check, with_grad
 from bench.dtypes import precision, torch_dtype
-from bench.results import point_label
+from bench.results import point_key, point_label
 from bench.timing import TimingConfig, autotune_bench, l2_flusher, time_call, wall_clock
 
 
@@ -42,7 +41,7 @@ class Case:
 
 
 def case_key(component: str, impl: str, mode: str, point: dict, dtype: str) -> tuple:
-    return (component, impl, mode, json.dumps(point, sort_keys=True), dtype)
+    return (component, impl, mode, point_key(point), dtype)
 
 
 def point_seed(case: Case, base_seed: int) -> int:
