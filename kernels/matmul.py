@@ -2,6 +2,18 @@
 
 Any M, N, K (masked edges) and any strides, so the backward (dA = dC @ B^T, dB = A^T @ dC) reuses the same
 kernel on transposed views. Accumulates in fp32; `precision` picks tf32 or exact fp32 products for fp32 inputs.
+
+At tf32 on Hopper the launcher first copies an operand that is not K-major (A with its rows not contiguous, B with
+its columns not: a row-major B, and both operands of the backward's dB = A^T @ dC), or whose rows do not start
+64-byte aligned, into a K-major buffer whose rows do. Hopper's wgmma takes tf32 operands from shared memory K-major
+only (PTX transposes 16-bit ones alone), so Triton transposes such an operand while copying it in, 4 bytes a
+cp.async instead of 16: compiled for sm_90 (Triton 3.9, 128 x 128 x 32 tiles, 4 warps, 4 stages), a row-major B
+takes 128 four-byte copies a thread a tile where a K-major one takes 32 sixteen-byte ones; with A and B both
+transposed, 256. Rows at a stride Triton cannot prove a multiple of 16 elements get the 4-byte copies too. On an
+H100 (session 61, explore140, this kernel's autotuner at tf32 against the same on the operands as they came) the
+copies took 4096^3 from 1,596 to 742 us forward and dB from 2,832 to 878 (cuBLAS 348 and 534); explore139 (every
+config alone) found 128 x 256 x 32 tiles at 8 warps, 3 stages, 445 us with K-major operands, where the 64-deep
+tiles of 2-byte operands need more shared memory than an SM has at 4 bytes.
 """
 from __future__ import annotations
 
@@ -19,6 +31,9 @@ def _configs():
         triton.Config({"BM": 128, "BN": 256, "BK": 64, "GROUP": 8}, num_warps=8, num_stages=3),
         triton.Config({"BM": 256, "BN": 128, "BK": 64, "GROUP": 8}, num_warps=8, num_stages=3),
         triton.Config({"BM": 128, "BN": 128, "BK": 64, "GROUP": 8}, num_warps=4, num_stages=4),
+        # tf32's: at 4 bytes an element the 64-deep tiles above need more shared memory than an SM has
+        triton.Config({"BM": 128, "BN": 256, "BK": 32, "GROUP": 8}, num_warps=8, num_stages=3),
+        triton.Config({"BM": 256, "BN": 128, "BK": 32, "GROUP": 8}, num_warps=8, num_stages=3),
         triton.Config({"BM": 128, "BN": 128, "BK": 32, "GROUP": 8}, num_warps=4, num_stages=4),
         triton.Config({"BM": 64, "BN": 128, "BK": 32, "GROUP": 8}, num_warps=4, num_stages=4),
         triton.Config({"BM": 128, "BN": 64, "BK": 32, "GROUP": 8}, num_warps=4, num_stages=4),
@@ -60,6 +75,22 @@ def _matmul_kernel(A, B, C, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
     tl.store(c_ptr, acc.to(C.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
+def _wgmma(device: torch.device) -> bool:
+    return device.type == "cuda" and torch.cuda.get_device_capability(device)[0] == 9
+
+
+def _k_major(t: torch.Tensor, k_dim: int) -> torch.Tensor:
+    """t [.., ..] with dim k_dim contiguous and the other dim's stride a multiple of 16 elements: t itself if it is
+    one, else a copy into such a buffer (its rows padded, the padding never read)."""
+    other = 1 - k_dim
+    if t.stride(k_dim) == 1 and t.stride(other) % 16 == 0:
+        return t
+    k = t.shape[k_dim]
+    buf = torch.empty(t.shape[other], triton.cdiv(k, 16) * 16, dtype=t.dtype, device=t.device)[:, :k]
+    buf.copy_(t if k_dim == 1 else t.t())
+    return buf if k_dim == 1 else buf.t()
+
+
 def matmul_fwd(a: torch.Tensor, b: torch.Tensor, precision: str = "ieee", out: torch.Tensor | None = None) -> torch.Tensor:
     """a [M, K] @ b [K, N] -> [M, N]; `precision` is "ieee" or "tf32" for fp32 inputs."""
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
@@ -74,6 +105,8 @@ def matmul_fwd(a: torch.Tensor, b: torch.Tensor, precision: str = "ieee", out: t
         raise ValueError(f"out has shape {tuple(c.shape)}, expected {(M, N)}")
     if a.dtype != torch.float32:
         precision = "ieee"  # bf16/fp16 products are exact on the tensor cores; the flag only matters for fp32
+    elif precision == "tf32" and _wgmma(a.device):  # see the module's docstring
+        a, b = _k_major(a, 1), _k_major(b, 0)
     if M and N:
         grid = lambda meta: (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]),)
         _matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),

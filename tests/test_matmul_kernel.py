@@ -1,0 +1,73 @@
+"""The GEMM launcher's tf32 path on Hopper (taken here by standing in for the device check): operands that are not
+K-major, or whose rows are not 16 elements aligned, are copied into K-major aligned buffers before the kernel, and
+the products stay those of the operands given."""
+import pytest
+import torch
+
+from kernels import matmul as km
+
+
+class Launches:
+    """Stands in for the autotuned kernel: records each launch's operands, then launches the real one."""
+
+    def __init__(self, kernel):
+        self.kernel, self.seen = kernel, []
+
+    def __getitem__(self, grid):
+        def launch(a, b, c, m, n, k, sam, sak, sbk, sbn, *rest, **meta):
+            self.seen.append({"a": (a.data_ptr(), sam, sak), "b": (b.data_ptr(), sbk, sbn)})
+            return self.kernel[grid](a, b, c, m, n, k, sam, sak, sbk, sbn, *rest, **meta)
+        return launch
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    rec = Launches(km._matmul_kernel)
+    monkeypatch.setattr(km, "_matmul_kernel", rec)
+    return rec
+
+
+def operands(layout, k, m=37, n=29):
+    """a [m, k] and b [k, n] in the layout named: "kn" K-major both (the kernel's own), "nk" a row-major B, "mn" A^T
+    and a row-major B as the backward's dB = A^T @ dC has them."""
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(m, k, generator=g) if layout != "mn" else torch.randn(k, m, generator=g).t()
+    b = torch.randn(k, n, generator=g) if layout != "kn" else torch.randn(n, k, generator=g).t()
+    return a, b
+
+
+def as_given(a, b):
+    return {"a": (a.data_ptr(), *a.stride()), "b": (b.data_ptr(), *b.stride())}
+
+
+@pytest.mark.parametrize("layout", ["kn", "nk", "mn"])
+def test_tf32_on_hopper_copies_operands_k_major_aligned(monkeypatch, launches, layout):
+    monkeypatch.setattr(km, "_wgmma", lambda device: True)
+    a, b = operands(layout, k=45)  # "kn" too: K-major, but its rows 45 elements apart
+    c = km.matmul_fwd(a, b, "tf32")
+    [seen] = launches.seen
+    assert (seen["a"][1:], seen["b"][1:]) == ((48, 1), (1, 48))
+    assert seen["a"][0] != a.data_ptr() and seen["b"][0] != b.data_ptr()
+    ref = a.double() @ b.double()
+    assert torch.allclose(c.double(), ref, rtol=0, atol=5e-3 * ref.abs().max())
+
+
+def test_tf32_on_hopper_takes_k_major_aligned_operands_as_they_are(monkeypatch, launches):
+    monkeypatch.setattr(km, "_wgmma", lambda device: True)
+    a, b = operands("kn", k=48)
+    km.matmul_fwd(a, b, "tf32")
+    assert launches.seen == [as_given(a, b)]
+
+
+@pytest.mark.parametrize("precision", ["ieee", "tf32"])
+def test_operands_kept_as_given_off_hopper(launches, precision):
+    a, b = operands("mn", k=45)  # on the CPU, and for ieee products anywhere, no copy
+    km.matmul_fwd(a, b, precision)
+    assert launches.seen == [as_given(a, b)]
+
+
+def test_bf16_never_copied_on_hopper(monkeypatch, launches):
+    monkeypatch.setattr(km, "_wgmma", lambda device: True)
+    a, b = (t.bfloat16() for t in operands("mn", k=45))  # wgmma transposes 16-bit operands itself
+    km.matmul_fwd(a, b, "tf32")
+    assert launches.seen == [as_given(a, b)]
