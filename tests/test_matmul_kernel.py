@@ -71,3 +71,11 @@ def test_bf16_never_copied_on_hopper(monkeypatch, launches):
     a, b = (t.bfloat16() for t in operands("mn", k=45))  # wgmma transposes 16-bit operands itself
     km.matmul_fwd(a, b, "tf32")
     assert launches.seen == [as_given(a, b)]
+
+
+def test_4_byte_tiles_offered_to_4_byte_operands_only():
+    other = km.triton.Config({"BM": 64, "BN": 64, "BK": 32, "GROUP": 8}, num_warps=4, num_stages=5)
+    configs = [*km._WIDE_4_BYTE, other]
+    assert km._prune(configs, {"A": torch.empty(2, 2)}) == configs
+    for dtype in (torch.bfloat16, torch.float16):
+        assert km._prune(configs, {"A": torch.empty(2, 2, dtype=dtype)}) == [other]
