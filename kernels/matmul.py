@@ -2,18 +2,7 @@
 
 Any M, N, K (masked edges) and any strides, so the backward (dA = dC @ B^T, dB = A^T @ dC) reuses the same
 kernel on transposed views. Accumulates in fp32; `precision` picks tf32 or exact fp32 products for fp32 inputs.
-
-At tf32 on Hopper the launcher first copies an operand that is not K-major (A with its rows not contiguous, B with
-its columns not: a row-major B, and both operands of the backward's dB = A^T @ dC), or whose rows do not start
-64-byte aligned, into a K-major buffer whose rows do. Hopper's wgmma takes tf32 operands from shared memory K-major
-only (PTX transposes 16-bit ones alone), so Triton transposes such an operand while copying it in, 4 bytes a
-cp.async instead of 16: compiled for sm_90 (Triton 3.9, 128 x 128 x 32 tiles, 4 warps, 4 stages), a row-major B
-takes 128 four-byte copies a thread a tile where a K-major one takes 32 sixteen-byte ones; with A and B both
-transposed, 256. Rows at a stride Triton cannot prove a multiple of 16 elements get the 4-byte copies too. On an
-H100 (session 61, explore140, this kernel's autotuner at tf32 against the same on the operands as they came) the
-copies took 4096^3 from 1,596 to 742 us forward and dB from 2,832 to 878 (cuBLAS 348 and 534); explore139 (every
-config alone) found 128 x 256 x 32 tiles at 8 warps, 3 stages, 445 us with K-major operands, where the 64-deep
-tiles of 2-byte operands need more shared memory than an SM has at 4 bytes.
+At tf32 on Hopper the launcher first copies operands that are not K-major (`_k_major`).
 """
 from __future__ import annotations
 
@@ -92,8 +81,15 @@ def _wgmma(device: torch.device) -> bool:
 
 
 def _k_major(t: torch.Tensor, k_dim: int) -> torch.Tensor:
-    """t [.., ..] with dim k_dim contiguous and the other dim's stride a multiple of 16 elements: t itself if it is
-    one, else a copy into such a buffer (its rows padded, the padding never read)."""
+    """t (2-D) with dim k_dim, the reduction's, contiguous and the other dim's stride a multiple of 16 elements: t if
+    it is so, else a copy into such a buffer (rows padded, the padding never read). Hopper's wgmma takes tf32
+    operands from shared memory K-major only (PTX transposes 16-bit ones alone), so Triton transposes any other
+    while copying it in, 4 bytes a cp.async instead of 16: compiled for sm_90 (Triton 3.9, 128 x 128 x 32 tiles,
+    4 warps, 4 stages) a row-major B takes 128 four-byte copies a thread a tile where a K-major one takes 32
+    sixteen-byte ones, and A^T with a row-major B (the backward's dB = A^T @ dC) 256; rows at a stride Triton
+    cannot prove a multiple of 16 get the 4-byte copies too. On an H100 (session 61, explore141, tf32, against the
+    kernel on the operands as they came): 4096^3 forward 579 against 1,608 us, dB 716 against 2,803 (cuBLAS 349,
+    539); 4095 x 4097 x 1000 forward 396 against 413, dB 417 against 433 (unpadded copies: 516)."""
     other = 1 - k_dim
     if t.stride(k_dim) == 1 and t.stride(other) % 16 == 0:
         return t
