@@ -3,6 +3,7 @@ K-major, or whose rows are not 16 elements aligned, are copied into K-major alig
 the products stay those of the operands given."""
 import pytest
 import torch
+import triton
 
 from kernels import matmul as km
 
@@ -74,7 +75,7 @@ def test_bf16_never_copied_on_hopper(monkeypatch, launches):
 
 
 def test_4_byte_tiles_offered_to_4_byte_operands_only():
-    other = km.triton.Config({"BM": 64, "BN": 64, "BK": 32, "GROUP": 8}, num_warps=4, num_stages=5)
+    other = triton.Config({"BM": 64, "BN": 64, "BK": 32, "GROUP": 8}, num_warps=4, num_stages=5)
     configs = [*km._WIDE_4_BYTE, other]
     assert km._prune(configs, {"A": torch.empty(2, 2)}) == configs
     for dtype in (torch.bfloat16, torch.float16):
