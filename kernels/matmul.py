@@ -80,6 +80,16 @@ def _wgmma(device: torch.device) -> bool:
     return device.type == "cuda" and torch.cuda.get_device_capability(device)[0] == 9
 
 
+@triton.jit
+def _transpose_kernel(T, OUT, R, C, stride_tr, stride_tc, stride_o, BR: tl.constexpr, BC: tl.constexpr):
+    """OUT[c, r] = T[r, c] for T [R, C] at any strides, OUT's rows stride_o apart; a BR x BC tile a program."""
+    r = tl.program_id(0) * BR + tl.arange(0, BR)
+    c = tl.program_id(1) * BC + tl.arange(0, BC)
+    mask = (r[:, None] < R) & (c[None, :] < C)
+    tile = tl.load(T + r[:, None].to(tl.int64) * stride_tr + c[None, :] * stride_tc, mask=mask)
+    tl.store(OUT + c[None, :].to(tl.int64) * stride_o + r[:, None], tile, mask=mask)
+
+
 def _k_major(t: torch.Tensor, k_dim: int) -> torch.Tensor:
     """t (2-D) with dim k_dim, the reduction's, contiguous and the other dim's stride a multiple of 16 elements: t if
     it is so, else a copy into such a buffer (rows padded, the padding never read). Hopper's wgmma takes tf32
@@ -89,13 +99,21 @@ def _k_major(t: torch.Tensor, k_dim: int) -> torch.Tensor:
     sixteen-byte ones, and A^T with a row-major B (the backward's dB = A^T @ dC) 256; rows at a stride Triton
     cannot prove a multiple of 16 get the 4-byte copies too. On an H100 (session 61, explore141, tf32, against the
     kernel on the operands as they came): 4096^3 forward 579 against 1,608 us, dB 716 against 2,803 (cuBLAS 349,
-    539); 4095 x 4097 x 1000 forward 396 against 413, dB 417 against 433 (unpadded copies: 516)."""
+    539); 4095 x 4097 x 1000 forward 396 against 413, dB 417 against 433 (unpadded copies: 516).
+    A transposing copy is _transpose_kernel's: torch's copy_ of the transposed view took 139.7 us for a 4096^2
+    fp32 operand on an H100, the kernel 49.8 at 64 x 64 tiles (50.3 at 32 x 128, 51.1 at 128 x 32), and 129.2
+    against 404.9 for B of 8192 x 11008 x 4096 (session 62, explore142)."""
     other = 1 - k_dim
     if t.stride(k_dim) == 1 and t.stride(other) % 16 == 0:
         return t
-    k = t.shape[k_dim]
-    buf = torch.empty(t.shape[other], triton.cdiv(k, 16) * 16, dtype=t.dtype, device=t.device)[:, :k]
-    buf.copy_(t if k_dim == 1 else t.t())
+    k, n = t.shape[k_dim], t.shape[other]
+    buf = torch.empty(n, triton.cdiv(k, 16) * 16, dtype=t.dtype, device=t.device)[:, :k]  # [other, k]
+    if t.stride(k_dim) == 1:  # K-major already, its rows not aligned: a copy row for row
+        buf.copy_(t if k_dim == 1 else t.t())
+    else:
+        src = t if k_dim == 0 else t.t()  # [k, other]
+        _transpose_kernel[(triton.cdiv(k, 64), triton.cdiv(n, 64))](src, buf, k, n, src.stride(0), src.stride(1),
+                                                                    buf.stride(0), BR=64, BC=64)
     return buf if k_dim == 1 else buf.t()
 
 

@@ -80,3 +80,19 @@ def test_4_byte_tiles_offered_to_4_byte_operands_only():
     assert km._prune(configs, {"A": torch.empty(2, 2)}) == configs
     for dtype in (torch.bfloat16, torch.float16):
         assert km._prune(configs, {"A": torch.empty(2, 2, dtype=dtype)}) == [other]
+
+
+@pytest.mark.parametrize("k_dim", [0, 1])
+@pytest.mark.parametrize("layout", ["k_major", "other_major", "strided"])
+def test_k_major_copy_holds_the_operand(layout, k_dim):
+    g = torch.Generator().manual_seed(0)
+    shape = (45, 70) if k_dim == 0 else (70, 45)  # k = 45: rows padded to 48
+    if layout == "strided":  # neither dim contiguous
+        t = torch.randn(shape[0], 2 * shape[1], generator=g)[:, ::2]
+    elif (layout == "k_major") == (k_dim == 1):
+        t = torch.randn(*shape, generator=g)
+    else:
+        t = torch.randn(*reversed(shape), generator=g).t()
+    got = km._k_major(t, k_dim)
+    assert got.stride(k_dim) == 1 and got.stride(1 - k_dim) == 48
+    assert torch.equal(got, t)
