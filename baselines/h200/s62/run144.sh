@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 62: explore144 (the bf16 GEMM: persistent, TMA descriptors), then the matmul suite (the tf32 launcher's
-# transposing copies by Triton since 06d3d7c).
+# transposing copies by Triton since 8f4f79a).
 set -u
 source baselines/lease.sh
 timeout 320 python3 baselines/h200/s62/explore144.py "$OUT/explore144.jsonl" 2>&1 | grep -v Warn | grep -v '"kind": "time"' | cut -c1-300 | tail -8
