@@ -1,7 +1,8 @@
 """Session 62: the Triton GEMM at bf16 reads 1.17-1.29x cuBLAS's time on an H100 (baselines/h100/s62/matmul.jsonl:
 1.755 against 1.501 ms at 8192^3, 1.231 against 0.958 at 8192 x 11008 x 4096). The library's kernel loads its
 tiles through pointers (cp.async, pipelined by Triton), one program a tile. Here, each config alone (no autotuner)
-and through bench.timing, against the library's launcher and torch.matmul:
+and through bench.timing, against the library's launcher (`library`, through TMA descriptors since this session),
+its pointer kernel autotuned (`pointer`, the launcher before) and torch.matmul:
 - `ptr_persist`: the same pointer loads, one program an SM walking tiles (tl.range flatten);
 - `desc`: tiles loaded (and C stored) through tensor descriptors (TMA), one program a tile;
 - `desc_persist`: descriptors, one program an SM; SUBTILE stores C in two halves.
@@ -136,6 +137,16 @@ def launch(variant, conf, a, b, c, precision, sms):
     return c
 
 
+def pointer(a, b, c, precision):
+    """The library's pointer kernel (autotuned), as the launcher ran it before TMA."""
+    M, K = a.shape
+    N = b.shape[1]
+    grid = lambda meta: (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]),)
+    km._matmul_kernel[grid](a, b, c, M, N, K, *a.stride(), *b.stride(), *c.stride(), PRECISION=precision,
+                            UPCAST=False)
+    return c
+
+
 def variants(dtype):
     for conf in CONFIGS[dtype]:
         yield "ptr_persist", conf
@@ -188,6 +199,7 @@ def main() -> None:
 
         timed({"impl": "cublas"}, lambda: torch.matmul(x, y))
         timed({"impl": "library"}, lambda: km.matmul_fwd(x, y, prec))
+        timed({"impl": "pointer"}, lambda: pointer(xk, yk, c, prec))
         for variant, conf in variants(dtype):
             timed({"impl": variant, "config": list(conf)}, lambda: launch(variant, conf, xk, yk, c, prec, sms))
 
