@@ -10,7 +10,8 @@ Operands as the suite's calls have them: the forward's row-major A and B, the ba
 K x M: its tiles loaded [BK, BM] and transposed in the kernel), and tf32 on K-major copies (wgmma takes tf32
 K-major only).
 
-Run from the repository root: python3 baselines/h200/s62/explore144.py OUT.jsonl   (on a GPU)
+Run from the repository root: python3 baselines/h200/s62/explore144.py OUT.jsonl [--brief]   (on a GPU; --brief:
+                             cuBLAS, the launcher and the pointer kernel alone)
           or on the CPU:     TRITON_INTERPRET=1 python3 baselines/h200/s62/explore144.py --smoke
 """
 from __future__ import annotations
@@ -170,7 +171,7 @@ def smoke() -> None:
 def main() -> None:
     if "--smoke" in sys.argv:
         return smoke()
-    out, dev = begin(sys.argv[1], False)
+    out, dev = begin(next(a for a in sys.argv[1:] if not a.startswith("--")), False)
     triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
     torch.backends.cuda.matmul.allow_tf32 = True
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -198,7 +199,7 @@ def main() -> None:
         timed({"impl": "cublas"}, lambda: torch.matmul(x, y))
         timed({"impl": "library"}, lambda: km.matmul_fwd(x, y, prec))
         timed({"impl": "pointer"}, lambda: pointer(xk, yk, c, prec))
-        for variant, conf in variants(dtype):
+        for variant, conf in ([] if "--brief" in sys.argv else variants(dtype)):
             timed({"impl": variant, "config": list(conf)}, lambda: launch(variant, conf, xk, yk, c, prec, sms))
 
 
