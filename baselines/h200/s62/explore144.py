@@ -1,8 +1,8 @@
 """Session 62: the Triton GEMM at bf16 reads 1.17-1.29x cuBLAS's time on an H100 (baselines/h100/s62/matmul.jsonl:
 1.755 against 1.501 ms at 8192^3, 1.231 against 0.958 at 8192 x 11008 x 4096). The library's kernel loads its
 tiles through pointers (cp.async, pipelined by Triton), one program a tile. Here, each config alone (no autotuner)
-and through bench.timing, against the library's launcher (`library`, through TMA descriptors since this session),
-its pointer kernel autotuned (`pointer`, the launcher before) and torch.matmul:
+and through bench.timing, against the library's launcher (`library`; at 84cc84c through TMA descriptors, a path
+taken back out before it ran on a GPU), its pointer kernel autotuned (`pointer`) and torch.matmul:
 - `ptr_persist`: the same pointer loads, one program an SM walking tiles (tl.range flatten);
 - `desc`: tiles loaded (and C stored) through tensor descriptors (TMA), one program a tile;
 - `desc_persist`: descriptors, one program an SM (both descriptor variants store C in two halves).
@@ -10,8 +10,9 @@ Operands as the suite's calls have them: the forward's row-major A and B, the ba
 K x M: its tiles loaded [BK, BM] and transposed in the kernel), and tf32 on K-major copies (wgmma takes tf32
 K-major only).
 
-Run from the repository root: python3 baselines/h200/s62/explore144.py OUT.jsonl [--brief]   (on a GPU; --brief:
-                             cuBLAS, the launcher and the pointer kernel alone)
+Run from the repository root: python3 baselines/h200/s62/explore144.py OUT.jsonl [--brief | --micro]   (on a GPU;
+                             --brief: cuBLAS, the launcher and the pointer kernel alone; --micro: the bf16
+                             forward points, cuBLAS, the launcher and MICRO's variants)
           or on the CPU:     TRITON_INTERPRET=1 python3 baselines/h200/s62/explore144.py --smoke
 """
 from __future__ import annotations
@@ -39,6 +40,9 @@ CONFIGS = {  # (BM, BN, BK, warps, stages)
     "bf16": [(128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (256, 128, 64, 8, 3), (128, 128, 64, 4, 4)],
     "tf32": [(128, 256, 32, 8, 3), (128, 256, 32, 8, 4), (128, 128, 32, 4, 4)],
 }
+
+MICRO = [("desc_persist", (128, 256, 64, 8, 3, True)), ("desc_persist", (128, 256, 64, 8, 4, True)),
+         ("ptr_persist", (128, 256, 64, 8, 3))]
 
 
 @triton.jit
@@ -176,7 +180,8 @@ def main() -> None:
     torch.backends.cuda.matmul.allow_tf32 = True
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     cfg = TimingConfig(max_time_s=0.4)
-    for dtype, site, M, N, K in POINTS:
+    micro = "--micro" in sys.argv
+    for dtype, site, M, N, K in [p for p in POINTS if not micro or p[:2] == ("bf16", "fwd")]:
         prec, tdt = ("tf32", torch.float32) if dtype == "tf32" else ("ieee", torch.bfloat16)
         g = torch.Generator(device=dev).manual_seed(0)
         a, b, dc = (torch.randn(*s, device=dev, generator=g).to(tdt) for s in ((M, K), (K, N), (M, N)))
@@ -198,8 +203,9 @@ def main() -> None:
 
         timed({"impl": "cublas"}, lambda: torch.matmul(x, y))
         timed({"impl": "library"}, lambda: km.matmul_fwd(x, y, prec))
-        timed({"impl": "pointer"}, lambda: pointer(xk, yk, c, prec))
-        for variant, conf in ([] if "--brief" in sys.argv else variants(dtype)):
+        if not micro:
+            timed({"impl": "pointer"}, lambda: pointer(xk, yk, c, prec))
+        for variant, conf in MICRO if micro else [] if "--brief" in sys.argv else variants(dtype):
             timed({"impl": variant, "config": list(conf)}, lambda: launch(variant, conf, xk, yk, c, prec, sms))
 
 
