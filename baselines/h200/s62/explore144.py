@@ -10,10 +10,12 @@ Operands as the suite's calls have them: the forward's row-major A and B, the ba
 K x M: its tiles loaded [BK, BM] and transposed in the kernel), and tf32 on K-major copies (wgmma takes tf32
 K-major only).
 
-Run from the repository root: python3 baselines/h200/s62/explore144.py OUT.jsonl [--brief | --micro]   (on a GPU;
-                             --brief: cuBLAS, the launcher and the pointer kernel alone; --micro: the bf16
-                             forward points, cuBLAS, the launcher and MICRO's variants)
-          or on the CPU:     TRITON_INTERPRET=1 python3 baselines/h200/s62/explore144.py --smoke
+Run from the repository root (on a GPU; `baselines/h200/s62/run144.sh` runs it, then the matmul suite):
+    python3 baselines/h200/s62/explore144.py OUT.jsonl [--brief | --micro]
+--brief: cuBLAS, the launcher and the pointer kernel alone; --micro: the bf16 forward points, cuBLAS, the launcher
+and MICRO's variants. On the CPU, every variant once against float64:
+    TRITON_INTERPRET=1 python3 baselines/h200/s62/explore144.py --smoke
+Not run on a GPU yet: session 62's device time went to machines that did not start.
 """
 from __future__ import annotations
 
