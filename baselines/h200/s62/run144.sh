@@ -3,7 +3,7 @@
 # transposing copies by Triton since 8f4f79a).
 set -u
 source baselines/lease.sh
-timeout 280 python3 baselines/h200/s62/explore144.py "$OUT/explore144.jsonl" 2>&1 | grep -v Warn | grep -v '"kind": "time"' | cut -c1-300 | tail -8
+timeout 320 python3 baselines/h200/s62/explore144.py "$OUT/explore144.jsonl" 2>&1 | grep -v Warn | grep -v '"kind": "time"' | cut -c1-300 | tail -8
 python3 - "$OUT/explore144.jsonl" <<'PY'
 import json, sys
 best = {}
@@ -16,4 +16,4 @@ for l in open(sys.argv[1]):
 for k, v in best.items():
     print(*k, *v)
 PY
-timeout 200 python3 -m bench.cli run matmul --out "$OUT/matmul.jsonl" --no-report 2>&1 | grep -E '^│|error' | tail -30
+timeout 250 python3 -m bench.cli run matmul --out "$OUT/matmul.jsonl" --no-report 2>&1 | grep -E '^│|error' | tail -30
