@@ -131,7 +131,7 @@ def matmul_fwd(a: torch.Tensor, b: torch.Tensor, precision: str = "ieee", out: t
         raise ValueError(f"out has shape {tuple(c.shape)}, expected {(M, N)}")
     if a.dtype != torch.float32:
         precision = "ieee"  # bf16/fp16 products are exact on the tensor cores; the flag only matters for fp32
-    elif precision == "tf32" and _wgmma(a.device):  # see the module's docstring
+    elif precision == "tf32" and _wgmma(a.device):  # why: _k_major
         a, b = _k_major(a, 1), _k_major(b, 0)
     if M and N:
         grid = lambda meta: (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]),)
