@@ -123,12 +123,15 @@ def test_a_calibration_of_one_rank_keeps_the_interconnect_an_earlier_one_measure
 
 def test_allreduce_bus_bandwidth_definition_gloo():
     """nccl-tests' definition: busbw = algbw * 2(n-1)/n, measured here with 2 gloo ranks, one size after another in
-    one process group (the one-element all-reduce that gives the latency first)."""
+    one process group (the one-element all-reduce that gives the latency first). Definitions only: which of the
+    two is faster is the machine's to say, and a timed unit test is not where that is checked."""
     from bench.calibrate import allreduce_runs
 
     tiny, r = allreduce_runs("cpu", 2, [4, 4 * 2**20], iters=5)
     assert tiny["bytes"] == 4 and r["bytes"] == 4 * 2**20
-    assert 0 < tiny["ms"] < r["ms"]
+    # Both timed, nothing about their order: on CI's shared 2-core machine the one-element all-reduce once read
+    # 3.71 ms against 3.23 for 4 MiB (stop 60's CI), gloo's per-call cost swamped by the machine's load.
+    assert tiny["ms"] > 0 and r["ms"] > 0 and tiny["world_size"] == r["world_size"] == 2
     assert r["algbw"] == pytest.approx(4 * 2**20 / (r["ms"] * 1e-3))
     assert r["busbw"] == pytest.approx(r["algbw"] * 2 * 1 / 2)
 
