@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from bench.registry import DTYPES, MODES
@@ -37,6 +39,20 @@ def _fail(msg: str):
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def main():
     """Benchmark, check and roofline-predict the building blocks of LLMs."""
+    warnings.showwarning = _show_warning
+
+
+_python_showwarning = warnings.showwarning
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """A warning about the user's files (a row skipped) reads as one line on stderr, not as a line of our source."""
+    from bench.results import ResultsWarning
+
+    if issubclass(category, ResultsWarning):
+        err.print(f"[yellow]warning:[/] {escape(str(message))}", soft_wrap=True)
+    else:
+        _python_showwarning(message, category, filename, lineno, file, line)
 
 
 def _suites_path(path: str | None) -> Path:
@@ -331,7 +347,7 @@ def _report_for(paths, out_dir, baselines):
 @click.option("--open", "open_browser", is_flag=True, help="Open the report in a browser.")
 def report(results_files, out_dir, baselines, open_browser):
     """Write an offline HTML report of RESULTS_FILES (several files, e.g. GPU and CPU runs, go in one report)."""
-    _existing(list(results_files) + list(baselines))
+    _result_files(list(results_files) + list(baselines))
     index = _report_for(list(results_files), Path(out_dir), list(baselines))
     if index and open_browser:
         import webbrowser
@@ -588,10 +604,16 @@ def _percent(ctx, param, value: str) -> float:
     return v
 
 
-def _existing(paths):
+def _result_files(paths):
+    """Each path is a file with result rows in it: a wrong file (an explore script's rows, a pytest-benchmark
+    JSON, an empty file) is an error, never an empty report or a gate that passes."""
+    from bench.results import read_rows
+
     for p in paths:
         if not Path(p).is_file():
             _fail(f"results file {p} not found")
+        if not read_rows(p, warn=False):
+            _fail(f"{p} holds no result rows (`bench run --out FILE` writes one row per point)")
 
 
 @main.command()
@@ -610,11 +632,9 @@ def compare(baseline, current, threshold, alpha, fmt, show_all, fail_on):
     """Compare CURRENT results against BASELINE; exit 1 on a regression (slower, or correctness lost)."""
     from bench import compare as cmp
 
-    _existing([baseline, current])
+    _result_files([baseline, current])
     failing = cmp.FAIL_ON[fail_on]
     verdicts = cmp.compare_files([baseline], [current], threshold, alpha)
-    if not verdicts:
-        _fail("no rows in either file")
     if fmt == "markdown":
         click.echo(cmp.markdown(verdicts, threshold, alpha, failing, show_all))
     elif fmt == "json":
@@ -645,7 +665,7 @@ def export_cmd(results_files, fmt, out):
     """Export results to pytest-benchmark's JSON (readable by `pytest-benchmark compare`)."""
     from bench.export import export
 
-    _existing(results_files)
+    _result_files(results_files)
     n = export(list(results_files), out)
     console.print(f"wrote {n} benchmarks to {out}")
 

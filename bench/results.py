@@ -29,6 +29,7 @@ COLUMNS = [
     "l2_flushed", "env",
 ]
 KEY = ["component", "impl", "mode", "point_key", "dtype", "device"]
+IDENTITY = ("component", "impl", "mode", "point", "dtype", "status")  # what every row a run writes names
 
 
 class ResultsWarning(UserWarning):
@@ -99,7 +100,9 @@ class Writer:
 
 
 def read_rows(path: str | Path, warn: bool = True) -> list[dict]:
-    """The rows of a results file; a name ending in .gz is read through gzip (old baselines are kept so)."""
+    """The rows of a results file; a name ending in .gz is read through gzip (old baselines are kept so). A line
+    that is no JSON object, or an object without the fields of a result row (an explore script's row, a
+    pytest-benchmark file), is skipped with a warning that names it: a gate fed the wrong file must not pass."""
     rows = []
     opener = gzip.open if str(path).endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8", errors="replace") as f:
@@ -113,6 +116,12 @@ def read_rows(path: str | Path, warn: bool = True) -> list[dict]:
             except ValueError as e:
                 if warn:
                     warnings.warn(f"{path}:{lineno}: corrupt or truncated row skipped ({e})", ResultsWarning, stacklevel=2)
+                continue
+            missing = [k for k in IDENTITY if k not in row]
+            if missing:
+                if warn:
+                    warnings.warn(f"{path}:{lineno}: not a result row, skipped (no {', '.join(missing)})",
+                                  ResultsWarning, stacklevel=2)
                 continue
             rows.append(row)
     return rows

@@ -111,6 +111,34 @@ def test_cli_exit_codes_and_formats(tmp_path):
     assert bench("compare", str(b), str(same), "--threshold", "abc").returncode == 2
 
 
+def test_a_file_without_result_rows_is_an_error_not_a_passing_gate(tmp_path):
+    """An explore script's rows, a pytest-benchmark JSON or an empty file, on either side: exit 2 naming the file
+    (such a file once compared as `1 same`, exit 0, and made a report of nothing). Rows that are not result rows among real ones are skipped, each
+    named on stderr, and the real ones are compared."""
+    rng = np.random.default_rng(6)
+    b = write(tmp_path / "b.jsonl", [row("a", draw(rng)), row("b", draw(rng))])
+    explore = tmp_path / "explore.jsonl"
+    explore.write_text(json.dumps({"variant": "desc", "us": 1.0}) + "\n")
+    pytest_benchmark = tmp_path / "pb.json"
+    pytest_benchmark.write_text(json.dumps({"benchmarks": [], "machine_info": {}}))
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    for wrong in (explore, pytest_benchmark, empty):
+        for args in ((b, wrong), (wrong, b)):
+            proc = bench("compare", *map(str, args))
+            assert proc.returncode == 2 and f"{wrong} holds no result rows" in proc.stderr, proc.stdout + proc.stderr
+    for cmd in ("report", "export"):  # nor an empty report or export of it
+        proc = bench(cmd, str(explore), "-o", str(tmp_path / cmd))
+        assert proc.returncode == 2 and f"{explore} holds no result rows" in proc.stderr, proc.stdout + proc.stderr
+        assert not (tmp_path / cmd).exists()
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text(b.read_text() + json.dumps({"variant": "desc"}) + "\n")
+    proc = bench("compare", str(b), str(mixed), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert [v["verdict"] for v in json.loads(proc.stdout)["rows"]] == ["same", "same"]
+    assert proc.stderr.strip() == f"warning: {mixed}:3: not a result row, skipped (no component, impl, mode, point, dtype, status)"
+
+
 def test_all_lists_unchanged_rows_in_every_format(tmp_path):
     """Without --all the table and the markdown list only the rows that changed; with it, every row (the markdown
     ignored --all until session 38)."""

@@ -39,6 +39,19 @@ def test_corrupt_and_truncated_lines_are_reported_and_skipped(tmp_path):
     assert f"{path}:2:" in msgs and f"{path}:4:" in msgs
 
 
+def test_objects_that_are_not_result_rows_are_named_and_skipped(tmp_path):
+    """An object without the fields every row names (an explore script's row here) is no row of a run."""
+    path = tmp_path / "r.jsonl"
+    path.write_text("\n".join([json.dumps(row(0)), json.dumps({"variant": "desc", "us": 1.0}),
+                               json.dumps({k: v for k, v in row(1).items() if k != "status"})]))
+    with pytest.warns(results.ResultsWarning) as caught:
+        got = results.read_rows(path)
+    assert got == [row(0)]
+    assert [str(w.message) for w in caught] == [
+        f"{path}:2: not a result row, skipped (no component, impl, mode, point, dtype, status)",
+        f"{path}:3: not a result row, skipped (no status)"]
+
+
 def test_writer_starts_a_new_line_after_a_truncated_one(tmp_path):
     path = tmp_path / "r.jsonl"
     path.write_text(json.dumps(row(0)) + "\n" + json.dumps(row(1))[:20])
