@@ -635,6 +635,9 @@ def compare(baseline, current, threshold, alpha, fmt, show_all, fail_on):
     _result_files([baseline, current])
     failing = cmp.FAIL_ON[fail_on]
     verdicts = cmp.compare_files([baseline], [current], threshold, alpha)
+    why = cmp.nothing_in_common(verdicts)
+    if why:
+        _fail(f"no case of {current} is in {baseline}: {why}")
     if fmt == "markdown":
         click.echo(cmp.markdown(verdicts, threshold, alpha, failing, show_all))
     elif fmt == "json":

@@ -195,6 +195,17 @@ def compare_files(baseline: list[str], current: list[str], threshold: float = 0.
     return compare_frames(load(baseline), load(current), threshold, alpha)
 
 
+def nothing_in_common(verdicts: list[Verdict]) -> str | None:
+    """Why no case is on both sides, or None where one is: a gate that compared nothing has passed nothing."""
+    if any(v.verdict not in ("new", "missing") for v in verdicts):
+        return None
+    base = sorted({v.device for v in verdicts if v.verdict == "missing"})
+    cur = sorted({v.device for v in verdicts if v.verdict == "new"})
+    if base != cur:
+        return f"the baseline ran on {', '.join(base)}; the current results on {', '.join(cur)}"
+    return "they share no component, implementation, mode, point and dtype"
+
+
 def failed(verdicts: list[Verdict], failing: tuple[str, ...] = FAILING) -> bool:
     return any(v.verdict in failing for v in verdicts)
 

@@ -139,6 +139,25 @@ def test_a_file_without_result_rows_is_an_error_not_a_passing_gate(tmp_path):
     assert proc.stderr.strip() == f"warning: {mixed}:3: not a result row, skipped (no component, impl, mode, point, dtype, status)"
 
 
+def test_files_with_no_case_in_common_are_an_error_naming_the_devices(tmp_path):
+    """A baseline of another machine (an H200's file against a CPU run) shares no case: every row would be `new` or
+    `missing`, and such a gate once passed with `No regression`. One case in common is enough to compare."""
+    rng = np.random.default_rng(7)
+    gpu = write(tmp_path / "gpu.jsonl", [dict(row("a", draw(rng)), device="NVIDIA H200")])
+    cpu = write(tmp_path / "cpu.jsonl", [row("a", draw(rng)), row("b", draw(rng))])
+    proc = bench("compare", str(gpu), str(cpu))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert (f"no case of {cpu} is in {gpu}: the baseline ran on NVIDIA H200; the current results on cpu:test"
+            in proc.stderr)
+    other = write(tmp_path / "other.jsonl", [row("c", draw(rng))])
+    proc = bench("compare", str(cpu), str(other))
+    assert proc.returncode == 2 and "they share no component, implementation" in proc.stderr, proc.stderr
+    partial = write(tmp_path / "partial.jsonl", [row("a", draw(rng)), row("c", draw(rng))])
+    proc = bench("compare", str(cpu), str(partial), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["counts"] == {"same": 1, "missing": 1, "new": 1}
+
+
 def test_all_lists_unchanged_rows_in_every_format(tmp_path):
     """Without --all the table and the markdown list only the rows that changed; with it, every row (the markdown
     ignored --all until session 38)."""
