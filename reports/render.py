@@ -455,7 +455,7 @@ def comparison(current: list[str], baselines: list[str]) -> dict | None:
     verdicts = cmp.compare_files(baselines, current)
     rows = [{"verdict": v.verdict, "cells": cmp.row_cells(v)} for v in cmp.listed(verdicts, show_all=True)]
     return {"columns": cmp.HEADER, "rows": rows, "counts": cmp.counts(verdicts), "failed": cmp.failed(verdicts),
-            "baselines": baselines}
+            "nothing_in_common": cmp.nothing_in_common(verdicts), "baselines": baselines}
 
 
 def _script_json(obj) -> str:

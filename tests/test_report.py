@@ -84,6 +84,17 @@ def test_sections_charts_and_tables(report):
     assert "Regression found" in page and "slower" in page  # current is 1/0.8 = 1.25x slower than the base
 
 
+def test_a_baseline_that_shares_no_case_says_nothing_was_compared(tmp_path):
+    """Another GPU's baseline: every row `new` or `missing`. The page says so, naming both devices, and does not
+    call it `No regression`."""
+    gpu = write(tmp_path / "gpu.jsonl", fixture_rows())
+    other = write(tmp_path / "other.jsonl", fixture_rows(device="NVIDIA H100 80GB HBM3"))
+    page = render([str(gpu)], tmp_path / "out", [str(other)]).read_text()
+    assert ("Nothing compared: no case is in both (the baseline ran on NVIDIA H100 80GB HBM3; the current results "
+            "on NVIDIA H200)") in page
+    assert "No regression" not in page and "Regression found" not in page
+
+
 def test_collectives_get_a_bus_bandwidth_chart(tmp_path):
     rows = [{"run_id": "r", "suite": "c", "component": "collectives", "impl": "torch", "mode": "fwd",
              "point": {"op": "all_reduce", "mb": mb, "world_size": 2}, "dtype": "bf16", "device": "NVIDIA H200",
