@@ -99,6 +99,20 @@ def test_bad_cli_arguments_exit_2():
     assert res.exit_code == 2 and "no component of suite(s) quick has that implementation" in res.output
 
 
+def test_an_out_path_that_cannot_be_written_exits_2_before_any_work(tmp_path):
+    """Its parent is a file (no permission bits to lean on: tests may run as root). Once a traceback from the
+    results writer, after the workers had started."""
+    path = write(tmp_path, "suites:\n  s:\n    entries:\n" + GOOD_ENTRY)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    out = blocker / "r.jsonl"
+    result = CliRunner().invoke(main, ["run", "s", "--suites", str(path), "--device", "cpu", "--out", str(out),
+                                       "--no-report"])
+    assert result.exit_code == 2, result.output
+    assert f"--out {out}: cannot write the results there" in result.output and "Traceback" not in result.output
+    assert "running" not in result.output
+
+
 def test_axes_expand_to_cartesian_product(tmp_path):
     path = write(tmp_path, "suites:\n  s:\n    entries:\n" + GOOD_ENTRY)
     s = suite.load(path)["s"]
