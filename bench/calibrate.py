@@ -224,5 +224,5 @@ def spec_for(device: str, log=lambda s: None):
     name = device_name(env, device)
     spec = roofline.resolve(name, env.get("driver"))
     if spec is None:
-        spec = roofline.store_quick_calibration(measure(device, quick=True, log=log), name, env.get("driver"))
+        spec = roofline.store_quick_calibration(measure(device, quick=True, log=log), name, env.get("driver"), log)
     return spec

@@ -36,7 +36,21 @@ def _fail(msg: str):
     raise UserError(msg)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    def invoke(self, ctx):
+        """A path the system refuses (a report or cache directory under a file, no permission, a full disk while
+        opening) is the user's to fix: one line naming it, exit 2, no traceback."""
+        try:
+            return super().invoke(ctx)
+        except OSError as e:
+            if e.filename is None:
+                raise
+            if isinstance(e, FileExistsError) and Path(e.filename).is_file():  # mkdir of a path that is a file
+                raise UserError(f"{e.filename} is a file where a directory is needed") from e
+            raise UserError(f"{e.filename}: {e.strerror or e}") from e
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 def main():
     """Benchmark, check and roofline-predict the building blocks of LLMs."""
     warnings.showwarning = _show_warning
@@ -564,6 +578,7 @@ def calibrate(device, quick, world_size, use_file):
         world_size = env.get("gpu_count", 0) if dev == "cuda" and env.get("gpu_count", 0) > 1 else 1
     if dev == "cuda" and world_size > env.get("gpu_count", 0):
         _fail(f"--world-size {world_size}: only {env.get('gpu_count', 0)} GPUs are visible")
+    roofline.cache_path().parent.mkdir(parents=True, exist_ok=True)  # a cache that cannot be made fails now, not after
     measured = cal.measure(dev, quick=quick, log=lambda s: console.print("  " + s), world_size=world_size)
     kept = roofline.carried_comm(measured, roofline.load_cached(name, env.get("driver")))
     if kept:

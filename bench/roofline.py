@@ -221,9 +221,14 @@ def carried_comm(measured: dict, previous: DeviceSpec | None) -> dict:
     return {k: previous.measured[k] for k in COMM_CEILINGS if previous.measured.get(k)}
 
 
-def store_quick_calibration(measured: dict, name: str, driver: str | None) -> DeviceSpec:
-    """The spec from an automatic quick calibration (a device with no cache entry and no datasheet), stored."""
+def store_quick_calibration(measured: dict, name: str, driver: str | None, log=lambda s: None) -> DeviceSpec:
+    """The spec from an automatic quick calibration (a device with no cache entry and no datasheet), stored where
+    the cache can be written; where it cannot, `log` says so and the spec serves the run all the same."""
     spec = merge(measured, datasheet(name), name)
     spec = replace(spec, source="calibrated (quick, automatic)")
-    store(spec, name, driver)
+    try:
+        store(spec, name, driver)
+    except OSError as e:
+        log(f"warning: the ceilings were not cached ({e.filename or cache_path()}: {e.strerror or e}); "
+            f"this run uses them, the next one measures again")
     return spec

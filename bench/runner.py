@@ -206,7 +206,7 @@ class Runner:
             worker.conn.send(("calibrate",))
             msg = worker.recv(600)
             if msg and msg[0] == "calibrated":
-                self.spec = roofline.store_quick_calibration(msg[1], name, self.env.get("driver"))
+                self.spec = roofline.store_quick_calibration(msg[1], name, self.env.get("driver"), self.log)
         if self.opts.device == "cuda" and self.opts.timing.flush_l2:
             self._probe(worker)
 

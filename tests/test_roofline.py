@@ -121,6 +121,18 @@ def test_a_calibration_of_one_rank_keeps_the_interconnect_an_earlier_one_measure
     assert roofline.carried_comm({}, roofline.datasheet("NVIDIA H200")) == {}  # the datasheet's link is no measurement
 
 
+def test_a_quick_calibration_that_cannot_be_cached_still_serves_the_run(tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(blocker / "cache"))
+    said = []
+    spec = roofline.store_quick_calibration({"mem_bw": 12.5e9, "tensor_flops": {"fp32": 3e11}}, "cpu:x", None,
+                                            said.append)
+    assert spec.mem_bw == 12.5e9 and spec.source == "calibrated (quick, automatic)"
+    assert said == [f"warning: the ceilings were not cached ({blocker / 'cache'}: Not a directory); this run uses "
+                    f"them, the next one measures again"]
+
+
 def test_allreduce_bus_bandwidth_definition_gloo():
     """nccl-tests' definition: busbw = algbw * 2(n-1)/n, measured here with 2 gloo ranks, one size after another in
     one process group (the one-element all-reduce that gives the latency first). Definitions only: which of the

@@ -113,6 +113,26 @@ def test_an_out_path_that_cannot_be_written_exits_2_before_any_work(tmp_path):
     assert "running" not in result.output
 
 
+def test_paths_the_system_refuses_exit_2_naming_them(tmp_path, monkeypatch):
+    """A report, export or calibration cache whose directory would sit under a file: one line naming the path, no
+    traceback; `bench calibrate` finds out before it measures anything."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    rows = tmp_path / "r.jsonl"
+    rows.write_text('{"component": "rmsnorm", "impl": "eager", "mode": "fwd", "point": {"tokens": 1}, '
+                    '"dtype": "fp32", "device": "cpu:x", "status": "ok", "samples_ms": [1.0], "median_ms": 1.0}\n')
+    for args in (["report", str(rows), "-o", str(blocker / "report")],
+                 ["export", str(rows), "-o", str(blocker / "sub" / "x.json")]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 2, result.output
+        assert "Traceback" not in result.output and str(blocker) in result.output, result.output
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(blocker / "cache"))
+    result = CliRunner().invoke(main, ["calibrate", "--device", "cpu", "--quick"])
+    assert result.exit_code == 2, result.output
+    assert f"error: {blocker / 'cache'}: Not a directory" in result.output
+    assert "bandwidth" not in result.output  # nothing measured
+
+
 def test_axes_expand_to_cartesian_product(tmp_path):
     path = write(tmp_path, "suites:\n  s:\n    entries:\n" + GOOD_ENTRY)
     s = suite.load(path)["s"]
