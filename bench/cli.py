@@ -201,7 +201,7 @@ def run(suite_names, suite_opt, suites_file, device, impls, components, modes, d
         point_timeout, quick_timing, no_check, seed, write_report):
     """Run SUITE ... (default: quick) and write one row per case."""
     from bench import registry, suite
-    from bench.results import natural_key
+    from bench.results import natural_key, read_rows
     from bench.runner import RunInterrupted, RunOptions, Runner, default_out, plan
     from bench.timing import TimingConfig
 
@@ -268,6 +268,10 @@ def run(suite_names, suite_opt, suites_file, device, impls, components, modes, d
     opts = RunOptions(device=dev, out=out, timing=timing, isolate=isolate, point_timeout=point_timeout,
                       resume=resume, seed=seed, check=not no_check)
     console.print(f"running {len(planned)} cases of suite(s) {', '.join(names)} on {dev} -> {out}")
+    held = len(read_rows(out, warn=False)) if not resume else 0
+    if held:
+        console.print(f"  {out} holds {held} rows already: this run's are appended, and the report and "
+                      f"`bench compare` take each case's newest (--resume would skip the cases it holds)", soft_wrap=True)
     rows = _run_with_progress(Runner, opts, planned, RunInterrupted, write_report)
     _summary(rows)
     console.print(f"results: {out}")

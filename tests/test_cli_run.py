@@ -72,6 +72,10 @@ def test_run_filters_by_mode(tmp_path):
           "--no-report", "--component", "rmsnorm", "--impl", "eager", "--mode", "fwd_bwd")
     df = results.load(out)
     assert len(df) == 2 * 2 and set(df["mode"]) == {"fwd_bwd"}  # 2 points x 2 dtypes, one mode
+    again = bench("run", "small", "--suites", str(suites), "--device", "cpu", "--out", str(out), "--quick-timing",
+                  "--no-report", "--component", "rmsnorm", "--impl", "eager", "--mode", "fwd_bwd", "--dtype", "fp32")
+    assert f"{out} holds 4 rows already: this run's are appended" in again.stdout  # said, not done silently
+    assert len(results.load(out)) == 4 + 2
     proc = bench("run", "small", "--suites", str(suites), "--device", "cpu", "--out", str(tmp_path / "none.jsonl"),
                  "--component", "matmul", "--mode", "bwd", check=False)
     assert proc.returncode != 0 and "--mode" in proc.stderr + proc.stdout and "no case" in proc.stderr + proc.stdout
