@@ -17,10 +17,12 @@ from rich.table import Table
 
 from bench.registry import DTYPES, MODES
 
-console = Console(stderr=False, highlight=False)
+# No markup by default: paths, reasons and cells hold brackets ("a[old]/r.jsonl", "[rank 1]") that rich would
+# read as tags and drop; the few styled lines ask for markup and escape what they quote.
+console = Console(stderr=False, highlight=False, markup=False)
 if not console.is_terminal:  # logs and CI: wide enough that the summary table stays readable
-    console = Console(stderr=False, highlight=False, width=200)
-err = Console(stderr=True, highlight=False)
+    console = Console(stderr=False, highlight=False, markup=False, width=200)
+err = Console(stderr=True, highlight=False, markup=False)
 
 DEFAULT_SUITES = "suites.yaml"
 
@@ -29,11 +31,14 @@ class UserError(click.ClickException):
     exit_code = 2
 
     def show(self, file=None):
-        err.print(f"[bold red]error:[/] {self.message}", markup=True, highlight=False, soft_wrap=True)
+        err.print(f"[bold red]error:[/] {escape(self.message)}", markup=True, highlight=False, soft_wrap=True)
 
 
 def _fail(msg: str):
     raise UserError(msg)
+
+
+_python_showwarning = warnings.showwarning
 
 
 class _Commands(click.Group):
@@ -56,15 +61,12 @@ def main():
     warnings.showwarning = _show_warning
 
 
-_python_showwarning = warnings.showwarning
-
-
 def _show_warning(message, category, filename, lineno, file=None, line=None):
     """A warning about the user's files (a row skipped) reads as one line on stderr, not as a line of our source."""
     from bench.results import ResultsWarning
 
     if issubclass(category, ResultsWarning):
-        err.print(f"[yellow]warning:[/] {escape(str(message))}", soft_wrap=True)
+        err.print(f"[yellow]warning:[/] {escape(str(message))}", markup=True, soft_wrap=True)
     else:
         _python_showwarning(message, category, filename, lineno, file, line)
 
@@ -472,7 +474,7 @@ def trace(suite_name, suites_file, component, impls, point_spec, dtypes, modes, 
                 _fail(str(e))
             cost = comps[c.component].cost(c.point, c.dtype, c.mode)
             measured_flops = res["simt_flops"] if cost.math == "vector" else res["tensor_ops"]
-            console.print(f"[dim]{cmd}[/]")
+            console.print(f"[dim]{escape(cmd)}[/]", markup=True)
             for k in res["kernels"]:
                 console.print(f"  kernel: {k}")
             table.add_row(c.label, str(len(res["kernels"])), f"{res['dram_bytes'] / 1e6:,.2f}", f"{cost.bytes / 1e6:,.2f}",
@@ -680,7 +682,7 @@ def compare(baseline, current, threshold, alpha, fmt, show_all, fail_on):
             console.print(missing)
     if cmp.failed(verdicts, failing):
         if fmt == "table":
-            err.print(f"[bold red]regression[/]: {' or '.join(failing)} rows above")
+            err.print(f"[bold red]regression[/]: {' or '.join(failing)} rows above", markup=True)
         sys.exit(1)
 
 

@@ -87,8 +87,10 @@ def test_unknown_suite_name_suggests(tmp_path):
 
 
 def test_missing_suites_file(tmp_path):
-    result = CliRunner().invoke(main, ["run", "--suites", str(tmp_path / "nope.yaml")])
-    assert result.exit_code == 2 and "not found" in result.output
+    """Named as given: brackets in a path are no markup (rich once printed `a[old]/s.yaml` as `a/s.yaml`)."""
+    path = tmp_path / "a[old]" / "s[bold].yaml"
+    result = CliRunner().invoke(main, ["run", "--suites", str(path)])
+    assert result.exit_code == 2 and f"suites file {path} not found" in result.output, result.output
 
 
 def test_bad_cli_arguments_exit_2():
