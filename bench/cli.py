@@ -654,13 +654,18 @@ def _result_files(paths):
 @click.option("--fail-on", type=click.Choice(["slower", "broken"]), default="slower", show_default=True,
               help="What exits 1: `slower` (a slower row, or correctness lost) or `broken` (correctness lost only; "
                    "slower rows are still listed), for machines whose timing cannot be trusted.")
-def compare(baseline, current, threshold, alpha, fmt, show_all, fail_on):
+@click.option("--across-devices", is_flag=True,
+              help="Match the rows of two machines (one device a side), e.g. an H100 run against an H200 baseline.")
+def compare(baseline, current, threshold, alpha, fmt, show_all, fail_on, across_devices):
     """Compare CURRENT results against BASELINE; exit 1 on a regression (slower, or correctness lost)."""
     from bench import compare as cmp
 
     _result_files([baseline, current])
     failing = cmp.FAIL_ON[fail_on]
-    verdicts = cmp.compare_files([baseline], [current], threshold, alpha)
+    try:
+        verdicts = cmp.compare_files([baseline], [current], threshold, alpha, across_devices)
+    except ValueError as e:
+        _fail(str(e))
     why = cmp.nothing_in_common(verdicts)
     if why:
         _fail(f"no case of {current} is in {baseline}: {why}")

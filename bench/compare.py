@@ -191,8 +191,23 @@ def compare_frames(base: pd.DataFrame, cur: pd.DataFrame, threshold: float = 0.0
     return out
 
 
-def compare_files(baseline: list[str], current: list[str], threshold: float = 0.05, alpha: float = 0.01) -> list[Verdict]:
-    return compare_frames(load(baseline), load(current), threshold, alpha)
+def compare_files(baseline: list[str], current: list[str], threshold: float = 0.05, alpha: float = 0.01,
+                  across_devices: bool = False) -> list[Verdict]:
+    base, cur = load(baseline), load(current)
+    if across_devices:
+        base, cur = one_device(base, cur)
+    return compare_frames(base, cur, threshold, alpha)
+
+
+def one_device(base: pd.DataFrame, cur: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Rows of two machines (an H100 run against an H200 baseline) matched on all but the device, which reads
+    `BASE -> CURRENT` in every verdict. ValueError unless each side holds rows of one device."""
+    devices = [sorted(set(df["device"].dropna())) for df in (base, cur)]
+    for side, held in zip(("the baseline holds", "the current results hold"), devices):
+        if len(held) != 1:
+            raise ValueError(f"--across-devices matches one device against one; {side} {', '.join(held)}")
+    label = f"{devices[0][0]} -> {devices[1][0]}"
+    return base.assign(device=label), cur.assign(device=label)
 
 
 def nothing_in_common(verdicts: list[Verdict]) -> str | None:
@@ -202,7 +217,8 @@ def nothing_in_common(verdicts: list[Verdict]) -> str | None:
     base = sorted({v.device for v in verdicts if v.verdict == "missing"})
     cur = sorted({v.device for v in verdicts if v.verdict == "new"})
     if base != cur:
-        return f"the baseline ran on {', '.join(base)}; the current results on {', '.join(cur)}"
+        return (f"the baseline ran on {', '.join(base)}; the current results on {', '.join(cur)} "
+                f"(--across-devices compares two machines)")
     return "they share no component, implementation, mode, point and dtype"
 
 

@@ -141,13 +141,24 @@ def test_a_file_without_result_rows_is_an_error_not_a_passing_gate(tmp_path):
 
 def test_files_with_no_case_in_common_are_an_error_naming_the_devices(tmp_path):
     """A baseline of another machine (an H200's file against a CPU run) shares no case: every row would be `new` or
-    `missing`, and such a gate once passed with `No regression`. One case in common is enough to compare."""
+    `missing`, and such a gate once passed with `No regression`. One case in common is enough to compare;
+    `--across-devices` matches two machines' rows, one device a side."""
     rng = np.random.default_rng(7)
     gpu = write(tmp_path / "gpu.jsonl", [dict(row("a", draw(rng)), device="NVIDIA H200")])
     cpu = write(tmp_path / "cpu.jsonl", [row("a", draw(rng)), row("b", draw(rng))])
     proc = bench("compare", str(gpu), str(cpu))
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert (f"no case of {cpu} is in {gpu}: the baseline ran on NVIDIA H200; the current results on cpu:test"
+    assert (f"no case of {cpu} is in {gpu}: the baseline ran on NVIDIA H200; the current results on cpu:test "
+            "(--across-devices compares two machines)" in proc.stderr)
+    proc = bench("compare", str(gpu), str(cpu), "--across-devices", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)["rows"]
+    assert {(v["impl"], v["verdict"], v["device"]) for v in got} == {("a", "same", "NVIDIA H200 -> cpu:test"),
+                                                                     ("b", "new", "NVIDIA H200 -> cpu:test")}
+    both = write(tmp_path / "both.jsonl", [dict(row("a", draw(rng)), device="NVIDIA H200"), row("b", draw(rng))])
+    proc = bench("compare", str(both), str(cpu), "--across-devices")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert ("--across-devices matches one device against one; the baseline holds NVIDIA H200, cpu:test"
             in proc.stderr)
     other = write(tmp_path / "other.jsonl", [row("c", draw(rng))])
     proc = bench("compare", str(cpu), str(other))
