@@ -666,7 +666,7 @@ def compare(baseline, current, threshold, alpha, fmt, show_all, fail_on, across_
         verdicts = cmp.compare_files([baseline], [current], threshold, alpha, across_devices)
     except ValueError as e:
         _fail(str(e))
-    why = cmp.nothing_in_common(verdicts)
+    why = cmp.nothing_in_common(verdicts, " (--across-devices compares two machines)")
     if why:
         _fail(f"no case of {current} is in {baseline}: {why}")
     if fmt == "markdown":

@@ -210,15 +210,15 @@ def one_device(base: pd.DataFrame, cur: pd.DataFrame) -> tuple[pd.DataFrame, pd.
     return base.assign(device=label), cur.assign(device=label)
 
 
-def nothing_in_common(verdicts: list[Verdict]) -> str | None:
-    """Why no case is on both sides, or None where one is: a gate that compared nothing has passed nothing."""
+def nothing_in_common(verdicts: list[Verdict], devices_hint: str = "") -> str | None:
+    """Why no case is on both sides, or None where one is: a gate that compared nothing has passed nothing.
+    `devices_hint` follows the reason where the sides ran on different devices."""
     if any(v.verdict not in ("new", "missing") for v in verdicts):
         return None
     base = sorted({v.device for v in verdicts if v.verdict == "missing"})
     cur = sorted({v.device for v in verdicts if v.verdict == "new"})
     if base != cur:
-        return (f"the baseline ran on {', '.join(base)}; the current results on {', '.join(cur)} "
-                f"(--across-devices compares two machines)")
+        return f"the baseline ran on {', '.join(base)}; the current results on {', '.join(cur)}{devices_hint}"
     return "they share no component, implementation, mode, point and dtype"
 
 
