@@ -273,7 +273,8 @@ def run(suite_names, suite_opt, suites_file, device, impls, components, modes, d
     held = len(read_rows(out, warn=False)) if not resume else 0
     if held:
         console.print(f"  {out} holds {held} rows already: this run's are appended, and the report and "
-                      f"`bench compare` take each case's newest (--resume would skip the cases it holds)", soft_wrap=True)
+                      f"`bench compare` take each case's newest (--resume would skip the cases it holds)",
+                      soft_wrap=True)
     rows = _run_with_progress(Runner, opts, planned, RunInterrupted, write_report)
     _summary(rows)
     console.print(f"results: {out}")

@@ -113,8 +113,8 @@ def test_cli_exit_codes_and_formats(tmp_path):
 
 def test_a_file_without_result_rows_is_an_error_not_a_passing_gate(tmp_path):
     """An explore script's rows, a pytest-benchmark JSON or an empty file, on either side: exit 2 naming the file
-    (such a file once compared as `1 same`, exit 0, and made a report of nothing). Rows that are not result rows among real ones are skipped, each
-    named on stderr, and the real ones are compared."""
+    (such a file once compared as `1 same`, exit 0, and made a report of nothing). Rows that are not result rows
+    among real ones are skipped, each named on stderr, and the real ones are compared."""
     rng = np.random.default_rng(6)
     b = write(tmp_path / "b.jsonl", [row("a", draw(rng)), row("b", draw(rng))])
     explore = tmp_path / "explore.jsonl"
@@ -136,7 +136,8 @@ def test_a_file_without_result_rows_is_an_error_not_a_passing_gate(tmp_path):
     proc = bench("compare", str(b), str(mixed), "--format", "json")
     assert proc.returncode == 0, proc.stderr
     assert [v["verdict"] for v in json.loads(proc.stdout)["rows"]] == ["same", "same"]
-    assert proc.stderr.strip() == f"warning: {mixed}:3: not a result row, skipped (no component, impl, mode, point, dtype, status)"
+    assert proc.stderr.strip() == (f"warning: {mixed}:3: not a result row, skipped "
+                                   f"(no component, impl, mode, point, dtype, status)")
 
 
 def test_files_with_no_case_in_common_are_an_error_naming_the_devices(tmp_path):
