@@ -450,6 +450,7 @@ def trace(suite_name, suites_file, component, impls, point_spec, dtypes, modes, 
                 and os.environ.get("TRITON_INTERPRET") != "1"):
             _fail(f"{c.label}: Triton kernels need a CUDA GPU; on a CPU run them through the interpreter "
                   f"(TRITON_INTERPRET=1 bench trace ...), whose profile says nothing of a GPU's")
+    out_dir.mkdir(parents=True, exist_ok=True)  # a directory the system refuses fails here, not after the profile
 
     if nsys:
         for c in cases:
@@ -459,7 +460,6 @@ def trace(suite_name, suites_file, component, impls, point_spec, dtypes, modes, 
             if not tr.have("nsys"):
                 console.print(f"nsys was not found on PATH; to profile {c.label} run:\n  {shlex.join(cmd)}")
                 continue
-            out_dir.mkdir(parents=True, exist_ok=True)
             subprocess_run(cmd)
         return
     if ncu:

@@ -116,18 +116,21 @@ def test_an_out_path_that_cannot_be_written_exits_2_before_any_work(tmp_path):
 
 
 def test_paths_the_system_refuses_exit_2_naming_them(tmp_path, monkeypatch):
-    """A report, export or calibration cache whose directory would sit under a file: one line naming the path, no
-    traceback; `bench calibrate` finds out before it measures anything."""
+    """A report, export, trace or calibration cache whose directory would sit under a file: one line naming the
+    path, no traceback; `bench trace` and `bench calibrate` find out before they profile or measure anything."""
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     rows = tmp_path / "r.jsonl"
     rows.write_text('{"component": "rmsnorm", "impl": "eager", "mode": "fwd", "point": {"tokens": 1}, '
                     '"dtype": "fp32", "device": "cpu:x", "status": "ok", "samples_ms": [1.0], "median_ms": 1.0}\n')
     for args in (["report", str(rows), "-o", str(blocker / "report")],
-                 ["export", str(rows), "-o", str(blocker / "sub" / "x.json")]):
+                 ["export", str(rows), "-o", str(blocker / "sub" / "x.json")],
+                 ["trace", "--component", "rmsnorm", "--impl", "eager", "--point", "tokens=8,dim=16", "--dtype",
+                  "fp32", "--device", "cpu", "--out", str(blocker / "traces")]):
         result = CliRunner().invoke(main, args)
         assert result.exit_code == 2, result.output
         assert "Traceback" not in result.output and str(blocker) in result.output, result.output
+        assert "trace:" not in result.output  # refused before profiling, not after
     monkeypatch.setenv("BENCH_CACHE_DIR", str(blocker / "cache"))
     result = CliRunner().invoke(main, ["calibrate", "--device", "cpu", "--quick"])
     assert result.exit_code == 2, result.output
