@@ -353,13 +353,16 @@ def _summary(rows):
     console.print(table)
 
 
-def _report_for(paths, out_dir, baselines):
+def _report_for(paths, out_dir, baselines, across_devices=False):
     try:
         from reports.render import render
     except ImportError as e:  # report-only dependencies missing (e.g. plotly on a bare GPU box)
         err.print(f"report skipped: {e}; render it elsewhere with `bench report`")
         return None
-    index = render([str(p) for p in paths], out_dir, [str(b) for b in baselines])
+    try:
+        index = render([str(p) for p in paths], out_dir, [str(b) for b in baselines], across_devices=across_devices)
+    except ValueError as e:  # --across-devices with several devices on a side
+        _fail(str(e))
     console.print(f"report: {index}")
     return index
 
@@ -370,11 +373,15 @@ def _report_for(paths, out_dir, baselines):
 @click.argument("results_files", nargs=-1, required=True)
 @click.option("-o", "--out", "out_dir", default="report", show_default=True, help="Output directory.")
 @click.option("--baseline", "baselines", multiple=True, help="Baseline results for the comparison view (repeatable).")
+@click.option("--across-devices", is_flag=True,
+              help="Compare against a baseline of another machine (one device a side), as `bench compare`'s flag.")
 @click.option("--open", "open_browser", is_flag=True, help="Open the report in a browser.")
-def report(results_files, out_dir, baselines, open_browser):
+def report(results_files, out_dir, baselines, across_devices, open_browser):
     """Write an offline HTML report of RESULTS_FILES (several files, e.g. GPU and CPU runs, go in one report)."""
+    if across_devices and not baselines:
+        _fail("--across-devices compares against a --baseline; none was given")
     _result_files(list(results_files) + list(baselines))
-    index = _report_for(list(results_files), Path(out_dir), list(baselines))
+    index = _report_for(list(results_files), Path(out_dir), list(baselines), across_devices)
     if index and open_browser:
         import webbrowser
 

@@ -447,15 +447,18 @@ def machines(df: pd.DataFrame) -> list[dict]:
     return out
 
 
-def comparison(current: list[str], baselines: list[str]) -> dict | None:
+def comparison(current: list[str], baselines: list[str], across_devices: bool = False) -> dict | None:
+    """`bench compare`'s verdicts of `current` against `baselines`; `across_devices` as its flag (ValueError
+    unless each side holds one device)."""
     if not baselines:
         return None
     from bench import compare as cmp
 
-    verdicts = cmp.compare_files(baselines, current)
+    verdicts = cmp.compare_files(baselines, current, across_devices=across_devices)
     rows = [{"verdict": v.verdict, "cells": cmp.row_cells(v)} for v in cmp.listed(verdicts, show_all=True)]
     return {"columns": cmp.HEADER, "rows": rows, "counts": cmp.counts(verdicts), "failed": cmp.failed(verdicts),
-            "nothing_in_common": cmp.nothing_in_common(verdicts), "baselines": baselines}
+            "nothing_in_common": cmp.nothing_in_common(verdicts), "baselines": baselines,
+            "devices": verdicts[0].device if across_devices and verdicts else None}
 
 
 def _script_json(obj) -> str:
@@ -489,7 +492,8 @@ def _clean(obj):
     return obj
 
 
-def render(paths: list[str], out_dir: str | Path, baselines: list[str] | None = None, title: str | None = None) -> Path:
+def render(paths: list[str], out_dir: str | Path, baselines: list[str] | None = None, title: str | None = None,
+           across_devices: bool = False) -> Path:
     """Write out_dir/index.html (+ plotly.min.js) for the rows in `paths`; returns the page's path."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -518,7 +522,7 @@ def render(paths: list[str], out_dir: str | Path, baselines: list[str] | None = 
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]))
     page = env.get_template("report.html").render(
         title=title or "llm-bench report", sources=[str(p) for p in paths], machines=machines(df),
-        overview=overview(df), sections=sections, comparison=comparison(list(map(str, paths)), list(map(str, baselines or []))),
+        overview=overview(df), sections=sections, comparison=comparison(list(map(str, paths)), list(map(str, baselines or [])), across_devices),
         charts_json=_script_json(_clean(charts)), total_rows=len(df), superseded=df.attrs.get("superseded", 0),
     )
     js = out / "plotly.min.js"

@@ -86,13 +86,16 @@ def test_sections_charts_and_tables(report):
 
 def test_a_baseline_that_shares_no_case_says_nothing_was_compared(tmp_path):
     """Another GPU's baseline: every row `new` or `missing`. The page says so, naming both devices, and does not
-    call it `No regression`."""
+    call it `No regression`; with `across_devices` (`bench report --across-devices`) the two are compared."""
     gpu = write(tmp_path / "gpu.jsonl", fixture_rows())
     other = write(tmp_path / "other.jsonl", fixture_rows(device="NVIDIA H100 80GB HBM3"))
     page = render([str(gpu)], tmp_path / "out", [str(other)]).read_text()
     assert ("Nothing compared: no case is in both (the baseline ran on NVIDIA H100 80GB HBM3; the current results "
             "on NVIDIA H200)") in page
     assert "No regression" not in page and "Regression found" not in page
+    page = render([str(gpu)], tmp_path / "across", [str(other)], across_devices=True).read_text()  # as asked
+    assert "across devices: NVIDIA H100 80GB HBM3 -&gt; NVIDIA H200" in page and "Nothing compared" not in page
+    assert page.count('class="v-row-same"') + page.count('class="v-row-noisy"') > 0
 
 
 def test_collectives_get_a_bus_bandwidth_chart(tmp_path):

@@ -99,6 +99,8 @@ def test_bad_cli_arguments_exit_2():
     assert runner.invoke(main, ["run", "--device", "tpu"]).exit_code == 2
     res = runner.invoke(main, ["run", "--impl", "nosuch"])
     assert res.exit_code == 2 and "no component of suite(s) quick has that implementation" in res.output
+    res = runner.invoke(main, ["report", "r.jsonl", "--across-devices"])
+    assert res.exit_code == 2 and "--across-devices compares against a --baseline; none was given" in res.output
 
 
 def test_an_out_path_that_cannot_be_written_exits_2_before_any_work(tmp_path):
