@@ -180,6 +180,8 @@ def compare_frames(base: pd.DataFrame, cur: pd.DataFrame, threshold: float = 0.0
             bs, cs = br.get("samples_ms"), cr.get("samples_ms")
             if not isinstance(bs, list) or not isinstance(cs, list) or not bs or not cs:
                 v.verdict, v.note = "not-timed", "no samples on one side (e.g. Triton under the CPU interpreter)"
+            elif min(np.median(bs), np.median(cs)) <= 0:  # no timer gives this; a file edited by hand may
+                v.verdict, v.note = "not-timed", "a median of 0 ms or less on one side: no ratio to judge"
             else:
                 v.verdict, info = judge_pair(bs, cs, threshold, alpha)
                 for k, val in info.items():

@@ -74,6 +74,12 @@ def test_noisy_row_is_called_noisy(tmp_path):
     assert not compare.failed(list(got.values()))
 
 
+def test_a_median_of_zero_is_not_timed_rather_than_a_division_by_zero(tmp_path):
+    rng = np.random.default_rng(3)
+    got = verdicts(tmp_path, [row("a", [0.0] * 5), row("b", draw(rng))], [row("a", [0.0] * 5), row("b", [0.0] * 5)])
+    assert got["a"].verdict == got["b"].verdict == "not-timed" and "median of 0 ms" in got["a"].note
+
+
 def test_correctness_regression_fails_even_when_faster(tmp_path):
     rng = np.random.default_rng(3)
     base = [row("a", draw(rng))]
