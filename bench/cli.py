@@ -677,12 +677,15 @@ def compare(baseline, current, threshold, alpha, fmt, show_all, fail_on, across_
     why = cmp.nothing_in_common(verdicts, " (--across-devices compares two machines)")
     if why:
         _fail(f"no case of {current} is in {baseline}: {why}")
+    machines = f"across devices: {verdicts[0].device}" if across_devices else ""  # json names it in every row
     if fmt == "markdown":
-        click.echo(cmp.markdown(verdicts, threshold, alpha, failing, show_all))
+        verdict_line, _, rest = cmp.markdown(verdicts, threshold, alpha, failing, show_all).partition("\n")
+        click.echo(verdict_line + (f"\n\n{machines}" if machines else "") + "\n" + rest)
     elif fmt == "json":
         click.echo(cmp.as_json(verdicts, failing))
     else:
-        table = Table(title=f"{current} vs {baseline} (threshold {threshold:.0%}, alpha {alpha})")
+        table = Table(title=f"{current} vs {baseline} (threshold {threshold:.0%}, alpha {alpha}"
+                            f"{'; ' + machines if machines else ''})")
         for col in cmp.HEADER:
             table.add_column(col)
         styles = {"broken": "bold red", "slower": "red", "faster": "green", "noisy": "yellow", "fixed": "green"}

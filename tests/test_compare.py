@@ -162,6 +162,8 @@ def test_files_with_no_case_in_common_are_an_error_naming_the_devices(tmp_path):
     got = json.loads(proc.stdout)["rows"]
     assert {(v["impl"], v["verdict"], v["device"]) for v in got} == {("a", "same", "NVIDIA H200 -> cpu:test"),
                                                                      ("b", "new", "NVIDIA H200 -> cpu:test")}
+    md = bench("compare", str(gpu), str(cpu), "--across-devices", "--format", "markdown").stdout.splitlines()
+    assert md[0].startswith("**No regression**") and md[2] == "across devices: NVIDIA H200 -> cpu:test"
     both = write(tmp_path / "both.jsonl", [dict(row("a", draw(rng)), device="NVIDIA H200"), row("b", draw(rng))])
     proc = bench("compare", str(both), str(cpu), "--across-devices")
     assert proc.returncode == 2, proc.stdout + proc.stderr
