@@ -356,9 +356,11 @@ def _report_for(paths, out_dir, baselines, across_devices=False):
     except ImportError as e:  # report-only dependencies missing (e.g. plotly on a bare GPU box)
         err.print(f"report skipped: {e}; render it elsewhere with `bench report`")
         return None
+    from bench.compare import AcrossDevicesError
+
     try:
         index = render([str(p) for p in paths], out_dir, [str(b) for b in baselines], across_devices=across_devices)
-    except ValueError as e:  # --across-devices with several devices on a side
+    except AcrossDevicesError as e:
         _fail(str(e))
     console.print(f"report: {index}")
     return index
@@ -669,7 +671,7 @@ def compare(baseline, current, threshold, alpha, fmt, show_all, fail_on, across_
     failing = cmp.FAIL_ON[fail_on]
     try:
         verdicts = cmp.compare_files([baseline], [current], threshold, alpha, across_devices)
-    except ValueError as e:
+    except cmp.AcrossDevicesError as e:
         _fail(str(e))
     why = cmp.nothing_in_common(verdicts, " (--across-devices compares two machines)")
     if why:

@@ -201,13 +201,17 @@ def compare_files(baseline: list[str], current: list[str], threshold: float = 0.
     return compare_frames(base, cur, threshold, alpha)
 
 
+class AcrossDevicesError(ValueError):
+    """--across-devices asked of a side that holds rows of several devices."""
+
+
 def one_device(base: pd.DataFrame, cur: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Rows of two machines (an H100 run against an H200 baseline) matched on all but the device, which reads
-    `BASE -> CURRENT` in every verdict. ValueError unless each side holds rows of one device."""
+    `BASE -> CURRENT` in every verdict. AcrossDevicesError unless each side holds rows of one device."""
     devices = [sorted(set(df["device"].dropna())) for df in (base, cur)]
     for side, held in zip(("the baseline holds", "the current results hold"), devices):
         if len(held) != 1:
-            raise ValueError(f"--across-devices matches one device against one; {side} {', '.join(held)}")
+            raise AcrossDevicesError(f"--across-devices matches one device against one; {side} {', '.join(held)}")
     label = f"{devices[0][0]} -> {devices[1][0]}"
     return base.assign(device=label), cur.assign(device=label)
 

@@ -448,8 +448,8 @@ def machines(df: pd.DataFrame) -> list[dict]:
 
 
 def comparison(current: list[str], baselines: list[str], across_devices: bool = False) -> dict | None:
-    """`bench compare`'s verdicts of `current` against `baselines`; `across_devices` as its flag (ValueError
-    unless each side holds one device)."""
+    """`bench compare`'s verdicts of `current` against `baselines`; `across_devices` as its flag
+    (AcrossDevicesError unless each side holds one device)."""
     if not baselines:
         return None
     from bench import compare as cmp
