@@ -11,6 +11,7 @@ import triton
 import triton.language as tl
 
 from kernels._autotune import INTERPRETED, check_dtype
+from kernels._rows import sm_count
 
 
 # 4-byte operands' (tf32's) widest tiles: at 4 bytes an element the 64-deep ones need more shared memory than an SM
@@ -76,8 +77,93 @@ def _matmul_kernel(A, B, C, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
     tl.store(c_ptr, acc.to(C.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
+def _tma_configs():
+    if INTERPRETED:
+        return [triton.Config({"BM": 32, "BN": 32, "BK": 32, "GROUP": 4}, num_warps=4, num_stages=1,
+                              pre_hook=_tma_blocks)]
+    shapes = [(128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (256, 128, 64, 8, 3), (128, 128, 64, 4, 4),
+              (128, 128, 64, 8, 4), (128, 256, 32, 8, 3), (256, 128, 32, 8, 3), (128, 128, 32, 4, 4),
+              (128, 128, 32, 8, 4)]
+    return [triton.Config({"BM": bm, "BN": bn, "BK": bk, "GROUP": 8}, num_warps=w, num_stages=s, pre_hook=_tma_blocks)
+            for bm, bn, bk, w, s in shapes]
+
+
+def _tma_blocks(nargs):
+    """The descriptors' boxes for the config about to run (a config's tiles are its descriptors' block shapes)."""
+    bm, bn, bk = nargs["BM"], nargs["BN"], nargs["BK"]
+    nargs["a_desc"].block_shape = [bk, bm] if nargs["A_T"] else [bm, bk]
+    nargs["b_desc"].block_shape = [bn, bk] if nargs["B_T"] else [bk, bn]
+    nargs["c_desc"].block_shape = [bm, bn // 2]
+
+
+def _tma_prune(configs, named_args, **_):
+    """32-deep tiles for 4-byte operands, 64-deep for 2-byte ones (the same shared memory a stage)."""
+    deep = 32 if named_args["a_desc"].base.element_size() == 4 else 64
+    return [c for c in configs if c.kwargs["BK"] == deep] or configs
+
+
+@triton.autotune(configs=_tma_configs(), key=["M", "N", "K", "PRECISION", "A_T", "B_T"],
+                 prune_configs_by={"early_config_prune": _tma_prune})
+@triton.jit
+def _matmul_tma_kernel(a_desc, b_desc, c_desc, M, N, K, A_T: tl.constexpr, B_T: tl.constexpr, PRECISION: tl.constexpr,
+                       UPCAST: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                       GROUP: tl.constexpr):
+    """The same product with tiles loaded and C stored through tensor descriptors (TMA), one program an SM walking
+    the tiles in _matmul_kernel's grouped order. A is stored [M, K] or (A_T) [K, M], B [K, N] or (B_T) [N, K]."""
+    grid_m, grid_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
+    per_group = GROUP * grid_n
+    for tile in tl.range(tl.program_id(0), grid_m * grid_n, tl.num_programs(0), flatten=True):
+        first_m = (tile // per_group) * GROUP
+        size_m = tl.minimum(grid_m - first_m, GROUP)
+        om = (first_m + (tile % per_group) % size_m) * BM
+        on = ((tile % per_group) // size_m) * BN
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k in range(0, tl.cdiv(K, BK)):
+            if A_T:
+                a = a_desc.load([k * BK, om]).T
+            else:
+                a = a_desc.load([om, k * BK])
+            if B_T:
+                b = b_desc.load([on, k * BK]).T
+            else:
+                b = b_desc.load([k * BK, on])
+            if UPCAST:
+                a, b = a.to(tl.float32), b.to(tl.float32)
+            acc = tl.dot(a, b, acc, input_precision=PRECISION)
+        # C stored in two halves, each through half the shared memory a whole tile would take
+        c0, c1 = tl.split(tl.permute(tl.reshape(acc, (BM, 2, BN // 2)), (0, 2, 1)))
+        c_desc.store([om, on], c0.to(c_desc.dtype))
+        c_desc.store([om, on + BN // 2], c1.to(c_desc.dtype))
+
+
 def _wgmma(device: torch.device) -> bool:
     return device.type == "cuda" and torch.cuda.get_device_capability(device)[0] == 9
+
+
+def _tma(a: torch.Tensor, precision: str) -> bool:
+    """Whether the product of a and its like goes through _matmul_tma_kernel: on Hopper, for 16-bit operands and
+    tf32 (exact fp32 products keep the pointer kernel)."""
+    return _wgmma(a.device) and (a.element_size() == 2 or precision == "tf32")
+
+
+def _stored(t: torch.Tensor) -> tuple[bool, int] | None:
+    """(whether 2-D t is stored transposed, the stride between its stored rows) when a tensor descriptor can take it
+    (one dim contiguous, the other's stride and the base 16-byte aligned), else None."""
+    if t.stride(1) == 1 and t.stride(0) * t.element_size() % 16 == 0:
+        transposed, lead = False, t.stride(0)
+    elif t.stride(0) == 1 and t.stride(1) * t.element_size() % 16 == 0:
+        transposed, lead = True, t.stride(1)
+    else:
+        return None
+    return (transposed, lead) if t.data_ptr() % 16 == 0 else None
+
+
+def _descriptor(t: torch.Tensor, transposed: bool, lead: int):
+    """A descriptor of t's storage as it lies in memory (its box set per config, _tma_blocks)."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    rows, cols = (t.shape[1], t.shape[0]) if transposed else t.shape
+    return TensorDescriptor(t, [rows, cols], [lead, 1], [16, 16])
 
 
 @triton.jit
@@ -133,7 +219,15 @@ def matmul_fwd(a: torch.Tensor, b: torch.Tensor, precision: str = "ieee", out: t
         precision = "ieee"  # bf16/fp16 products are exact on the tensor cores; the flag only matters for fp32
     elif precision == "tf32" and _wgmma(a.device):  # why: _k_major
         a, b = _k_major(a, 1), _k_major(b, 0)
-    if M and N:
+    layouts = [_stored(t) for t in (a, b, c)] if _tma(a, precision) and M and N and K else [None]
+    if all(layouts) and not layouts[2][0]:  # C row-major
+        (a_t, a_lead), (b_t, b_lead), (_, c_lead) = layouts
+        sms = sm_count(a.device)
+        grid = lambda meta: (min(sms, triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"])),)
+        _matmul_tma_kernel[grid](_descriptor(a, a_t, a_lead), _descriptor(b, b_t, b_lead), _descriptor(c, False, c_lead),
+                                 M, N, K, A_T=a_t, B_T=b_t, PRECISION=precision,
+                                 UPCAST=INTERPRETED and a.dtype != torch.float32)
+    elif M and N:
         grid = lambda meta: (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]),)
         _matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                              c.stride(0), c.stride(1), PRECISION=precision, UPCAST=INTERPRETED and a.dtype != torch.float32)

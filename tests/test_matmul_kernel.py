@@ -96,3 +96,55 @@ def test_k_major_copy_holds_the_operand(layout, k_dim):
     got = km._k_major(t, k_dim)
     assert got.stride(k_dim) == 1 and got.stride(1 - k_dim) == 48
     assert torch.equal(got, t)
+
+
+class TmaLaunches:
+    """Stands in for the TMA kernel: records each launch's descriptors and layout flags, then launches the real one."""
+
+    def __init__(self, kernel):
+        self.kernel, self.seen = kernel, []
+
+    def __getitem__(self, grid):
+        def launch(a_desc, b_desc, c_desc, *rest, **meta):
+            self.seen.append({"shapes": [d.shape for d in (a_desc, b_desc, c_desc)], "A_T": meta["A_T"],
+                              "B_T": meta["B_T"]})
+            return self.kernel[grid](a_desc, b_desc, c_desc, *rest, **meta)
+        return launch
+
+
+@pytest.fixture
+def tma_launches(monkeypatch):
+    rec = TmaLaunches(km._matmul_tma_kernel)
+    monkeypatch.setattr(km, "_matmul_tma_kernel", rec)
+    monkeypatch.setattr(km, "sm_count", lambda device: 3)  # fewer programs than tiles: each walks several
+    return rec
+
+
+@pytest.mark.parametrize("dtype,precision", [(torch.bfloat16, "ieee"), (torch.float32, "tf32")])
+@pytest.mark.parametrize("layout", ["kn", "nk", "mn"])
+def test_hopper_products_go_through_descriptors_of_the_storage(monkeypatch, launches, tma_launches, layout, dtype,
+                                                               precision):
+    monkeypatch.setattr(km, "_wgmma", lambda device: True)
+    a, b = (t.to(dtype) for t in operands(layout, k=80, m=96, n=64))  # rows 16-byte aligned
+    c = km.matmul_fwd(a, b, precision)
+    assert launches.seen == []
+    [seen] = tma_launches.seen
+    if dtype == torch.float32:  # copied K-major first: A as stored, B stored transposed
+        assert (seen["A_T"], seen["B_T"]) == (False, True)
+    else:  # 16-bit operands as they are: A^T and B are stored transposed in "mn" and "kn"
+        assert (seen["A_T"], seen["B_T"]) == (layout == "mn", layout == "kn")
+    a_rows = [80, 96] if seen["A_T"] else [96, 80]
+    b_rows = [64, 80] if seen["B_T"] else [80, 64]
+    assert seen["shapes"] == [a_rows, b_rows, [96, 64]]
+    ref = a.double() @ b.double()
+    assert torch.allclose(c.double(), ref, rtol=0, atol=1e-2 * ref.abs().max())
+
+
+def test_operands_a_descriptor_cannot_take_go_through_pointers(monkeypatch, launches, tma_launches):
+    monkeypatch.setattr(km, "_wgmma", lambda device: True)
+    a, b = (t.bfloat16() for t in operands("nk", k=45))  # rows 90 bytes apart
+    km.matmul_fwd(a, b)
+    assert tma_launches.seen == [] and launches.seen == [as_given(a, b)]
+    a, b = (t.bfloat16() for t in operands("nk", k=48, n=30))  # A and B aligned, C's rows 60 bytes apart
+    km.matmul_fwd(a, b)
+    assert tma_launches.seen == [] and len(launches.seen) == 2
