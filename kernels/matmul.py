@@ -2,10 +2,13 @@
 
 Any M, N, K (masked edges) and any strides, so the backward (dA = dC @ B^T, dB = A^T @ dC) reuses the same
 kernel on transposed views. Accumulates in fp32; `precision` picks tf32 or exact fp32 products for fp32 inputs.
-On Hopper, 16-bit and tf32 products go through TMA descriptors, one program an SM (`_matmul_tma_kernel`), where a
-descriptor can take each operand; at tf32 the launcher first copies operands that are not K-major (`_k_major`).
+At tf32 on Hopper the launcher first copies operands that are not K-major (`_k_major`). With TMA on (opt-in),
+Hopper's 16-bit and tf32 products go through tensor descriptors, one program an SM (`_matmul_tma_kernel`), where a
+descriptor can take each operand.
 """
 from __future__ import annotations
+
+import os
 
 import torch
 import triton
@@ -13,6 +16,11 @@ import triton.language as tl
 
 from kernels._autotune import INTERPRETED, check_dtype
 from kernels._rows import sm_count
+
+# Hopper's 16-bit and tf32 products through _matmul_tma_kernel: opt-in (BENCH_MATMUL_TMA=1) until this launcher has
+# run on a GPU. Its kernel has, with device-side descriptors, each config alone (explore144, below), not the
+# launcher's host-side descriptors and autotuner: session 64's call for that got no machine.
+TMA = os.environ.get("BENCH_MATMUL_TMA") == "1"
 
 
 # 4-byte operands' (tf32's) widest tiles: at 4 bytes an element the 64-deep ones need more shared memory than an SM
@@ -148,9 +156,9 @@ def _wgmma(device: torch.device) -> bool:
 
 
 def _tma(a: torch.Tensor, precision: str) -> bool:
-    """Whether the product of a and its like goes through _matmul_tma_kernel: on Hopper, for 16-bit operands and
-    tf32 (exact fp32 products keep the pointer kernel)."""
-    return _wgmma(a.device) and (a.element_size() == 2 or precision == "tf32")
+    """Whether the product of a and its like goes through _matmul_tma_kernel: with TMA on, on Hopper, for 16-bit
+    operands and tf32 (exact fp32 products keep the pointer kernel)."""
+    return TMA and _wgmma(a.device) and (a.element_size() == 2 or precision == "tf32")
 
 
 def _stored(t: torch.Tensor) -> tuple[bool, int] | None:

@@ -115,6 +115,7 @@ class TmaLaunches:
 @pytest.fixture
 def tma_launches(monkeypatch):
     rec = TmaLaunches(km._matmul_tma_kernel)
+    monkeypatch.setattr(km, "TMA", True)
     monkeypatch.setattr(km, "_matmul_tma_kernel", rec)
     monkeypatch.setattr(km, "sm_count", lambda device: 3)  # fewer programs than tiles: each walks several
     return rec
@@ -148,3 +149,11 @@ def test_operands_a_descriptor_cannot_take_go_through_pointers(monkeypatch, laun
     a, b = (t.bfloat16() for t in operands("nk", k=48, n=30))  # A and B aligned, C's rows 60 bytes apart
     km.matmul_fwd(a, b)
     assert tma_launches.seen == [] and len(launches.seen) == 2
+
+
+def test_descriptors_only_when_asked_for(monkeypatch, launches):
+    monkeypatch.setattr(km, "_wgmma", lambda device: True)
+    monkeypatch.setattr(km, "_matmul_tma_kernel", None)  # called, it would raise
+    a, b = (t.bfloat16() for t in operands("nk", k=80, m=96, n=64))  # a descriptor could take each
+    km.matmul_fwd(a, b)
+    assert launches.seen == [as_given(a, b)]
