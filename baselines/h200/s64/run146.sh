@@ -1,20 +1,10 @@
 #!/usr/bin/env bash
-# Session 64, second call (not run: no machine started): the matmul launcher through TMA descriptors (84cc84c
-# brought back, opt-in) against cuBLAS and the pointer kernel (explore144 --brief), the matmul suite with it, then
-# issue 8's missed points at HEAD (run145.sh).
+# Session 64, second call (not run: no machine started): run147.sh (the matmul launcher through TMA descriptors,
+# 84cc84c brought back, opt-in, against cuBLAS and the pointer kernel, then the matmul suite with it), then issue 8's
+# missed points at HEAD (run145.sh).
 set -u
-source baselines/lease.sh
-t0=$(date +%s)
-BENCH_MATMUL_TMA=1 timeout 100 python3 baselines/h200/s62/explore144.py "$OUT/explore144-brief.jsonl" --brief 2>&1 | grep -v Warn \
-  | grep -v '"kind": "time"' | cut -c1-300 | tail -5
-python3 - "$OUT/explore144-brief.jsonl" <<'PY'
-import json, sys
-for r in map(json.loads, open(sys.argv[1])):
-    if r["kind"] != "env":
-        print(r["kind"], r["dtype"], r["site"], r["shape"], r["impl"], r.get("median_us"), r.get("rel_err"), r.get("error", ""))
-PY
-echo "explore: $(( $(date +%s) - t0 )) s"
-BENCH_MATMUL_TMA=1 timeout 180 python3 -m bench.cli run matmul --out "$OUT/matmul.jsonl" --no-report 2>&1 | grep -E '^│|error' | tail -52
-echo "matmul: $(( $(date +%s) - t0 )) s"
+start=$(date +%s)
+source baselines/h200/s64/run147.sh
+unset BENCH_MATMUL_TMA
 source baselines/h200/s64/run145.sh
-echo "all: $(( $(date +%s) - t0 )) s"
+echo "all: $(( $(date +%s) - start )) s"
