@@ -1,6 +1,7 @@
 """The GEMM launcher's tf32 path on Hopper (taken here by standing in for the device check): operands that are not
 K-major, or whose rows are not 16 elements aligned, are copied into K-major aligned buffers before the kernel, and
-the products stay those of the operands given."""
+the products stay those of the operands given; with the TMA switch on, 16-bit and tf32 products go through
+descriptors of the operands as stored, and through pointers where a descriptor cannot take one."""
 import pytest
 import torch
 import triton
