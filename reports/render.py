@@ -522,7 +522,8 @@ def render(paths: list[str], out_dir: str | Path, baselines: list[str] | None = 
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]))
     page = env.get_template("report.html").render(
         title=title or "llm-bench report", sources=[str(p) for p in paths], machines=machines(df),
-        overview=overview(df), sections=sections, comparison=comparison(list(map(str, paths)), list(map(str, baselines or [])), across_devices),
+        overview=overview(df), sections=sections,
+        comparison=comparison(list(map(str, paths)), list(map(str, baselines or [])), across_devices),
         charts_json=_script_json(_clean(charts)), total_rows=len(df), superseded=df.attrs.get("superseded", 0),
     )
     js = out / "plotly.min.js"
