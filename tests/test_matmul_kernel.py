@@ -1,6 +1,6 @@
 """The GEMM launcher's tf32 path on Hopper (taken here by standing in for the device check): operands that are not
 K-major, or whose rows are not 16 elements aligned, are copied into K-major aligned buffers before the kernel, and
-the products stay those of the operands given; with the TMA switch on, 16-bit and tf32 products go through
+the products stay those of the operands given; unless switched off, 16-bit and tf32 products go through
 descriptors of the operands as stored, and through pointers where a descriptor cannot take one."""
 import pytest
 import torch
@@ -152,7 +152,8 @@ def test_operands_a_descriptor_cannot_take_go_through_pointers(monkeypatch, laun
     assert tma_launches.seen == [] and len(launches.seen) == 2
 
 
-def test_descriptors_only_when_asked_for(monkeypatch, launches):
+def test_pointers_when_descriptors_are_switched_off(monkeypatch, launches):
+    monkeypatch.setattr(km, "TMA", False)  # BENCH_MATMUL_TMA=0
     monkeypatch.setattr(km, "_wgmma", lambda device: True)
     monkeypatch.setattr(km, "_matmul_tma_kernel", None)  # called, it would raise
     a, b = (t.bfloat16() for t in operands("nk", k=80, m=96, n=64))  # a descriptor could take each
