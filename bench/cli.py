@@ -594,9 +594,9 @@ def calibrate(device, quick, world_size, use_file):
     roofline.cache_path().parent.mkdir(parents=True, exist_ok=True)  # a cache that cannot be made fails now, not after
     measured = cal.measure(dev, quick=quick, log=lambda s: console.print("  " + s), world_size=world_size)
     kept = roofline.carried_comm(measured, roofline.load_cached(name, env.get("driver")))
+    measured.update(kept)
+    ranks = measured.get("allreduce", {}).get("world_size", "several" if kept else world_size)
     if kept:
-        measured.update(kept)
-        ranks = kept.get("allreduce", {}).get("world_size", "several")
         console.print(f"  kept the interconnect's ceilings of the earlier calibration over {ranks} ranks "
                       f"(--world-size N measures them again)")
     sheet = roofline.datasheet(name)
@@ -613,7 +613,6 @@ def calibrate(device, quick, world_size, use_file):
     unit, scale = ("TFLOP/s", 1e12) if dev == "cuda" else ("GFLOP/s", 1e9)
     for dtype, rate in measured["tensor_flops"].items():
         add(f"matmul {dtype}", rate, sheet.tensor_flops.get(dtype) if sheet else None, unit, scale)
-    ranks = measured.get("allreduce", {}).get("world_size", world_size)
     if measured.get("interconnect_bw"):
         add(f"all-reduce bus bw ({ranks} ranks)", measured["interconnect_bw"],
             sheet.interconnect_bw if sheet else None, "GB/s", 1e9)
@@ -640,12 +639,12 @@ def _percent(ctx, param, value: str) -> float:
 def _result_files(paths):
     """Each path is a file with result rows in it: a wrong file (an explore script's rows, a pytest-benchmark
     JSON, an empty file) is an error, never an empty report or a gate that passes."""
-    from bench.results import read_rows
+    from bench.results import holds_rows
 
     for p in paths:
         if not Path(p).is_file():
             _fail(f"results file {p} not found")
-        if not read_rows(p, warn=False):
+        if not holds_rows(p):
             _fail(f"{p} holds no result rows (`bench run --out FILE` writes one row per point)")
 
 
@@ -676,7 +675,8 @@ def compare(baseline, current, threshold, alpha, fmt, show_all, fail_on, across_
     why = cmp.nothing_in_common(verdicts, " (--across-devices compares two machines)")
     if why:
         _fail(f"no case of {current} is in {baseline}: {why}")
-    machines = f"across devices: {verdicts[0].device}" if across_devices else ""  # json names it in every row
+    matched = cmp.devices_matched(verdicts, across_devices)  # json names it in every row
+    machines = f"across devices: {matched}" if matched else ""
     if fmt == "markdown":
         verdict_line, _, rest = cmp.markdown(verdicts, threshold, alpha, failing, show_all).partition("\n")
         click.echo(verdict_line + (f"\n\n{machines}" if machines else "") + "\n" + rest)

@@ -216,6 +216,11 @@ def one_device(base: pd.DataFrame, cur: pd.DataFrame) -> tuple[pd.DataFrame, pd.
     return base.assign(device=label), cur.assign(device=label)
 
 
+def devices_matched(verdicts: list[Verdict], across_devices: bool) -> str | None:
+    """`BASE -> CURRENT` where the verdicts matched two machines' rows (one_device names it in each), else None."""
+    return verdicts[0].device if across_devices and verdicts else None
+
+
 def nothing_in_common(verdicts: list[Verdict], devices_hint: str = "") -> str | None:
     """Why no case is on both sides, or None where one is: a gate that compared nothing has passed nothing.
     `devices_hint` follows the reason where the sides ran on different devices."""

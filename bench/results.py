@@ -16,7 +16,7 @@ import sys
 import tempfile
 import warnings
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import pandas as pd
 
@@ -103,7 +103,15 @@ def read_rows(path: str | Path, warn: bool = True) -> list[dict]:
     """The rows of a results file; a name ending in .gz is read through gzip (old baselines are kept so). A line
     that is no JSON object, or an object without the fields of a result row (an explore script's row, a
     pytest-benchmark file), is skipped with a warning that names it: a gate fed the wrong file must not pass."""
-    rows = []
+    return list(_rows(path, warn))
+
+
+def holds_rows(path: str | Path) -> bool:
+    """Whether a results file has a result row in it, read up to the first."""
+    return next(_rows(path, warn=False), None) is not None
+
+
+def _rows(path: str | Path, warn: bool) -> Iterator[dict]:
     opener = gzip.open if str(path).endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8", errors="replace") as f:
         for lineno, line in enumerate(f, 1):
@@ -115,16 +123,15 @@ def read_rows(path: str | Path, warn: bool = True) -> list[dict]:
                     raise ValueError("not a JSON object")
             except ValueError as e:
                 if warn:
-                    warnings.warn(f"{path}:{lineno}: corrupt or truncated row skipped ({e})", ResultsWarning, stacklevel=2)
+                    warnings.warn(f"{path}:{lineno}: corrupt or truncated row skipped ({e})", ResultsWarning, stacklevel=3)
                 continue
             missing = [k for k in IDENTITY if k not in row]
             if missing:
                 if warn:
                     warnings.warn(f"{path}:{lineno}: not a result row, skipped (no {', '.join(missing)})",
-                                  ResultsWarning, stacklevel=2)
+                                  ResultsWarning, stacklevel=3)
                 continue
-            rows.append(row)
-    return rows
+            yield row
 
 
 def point_key(point) -> str:

@@ -458,7 +458,7 @@ def comparison(current: list[str], baselines: list[str], across_devices: bool = 
     rows = [{"verdict": v.verdict, "cells": cmp.row_cells(v)} for v in cmp.listed(verdicts, show_all=True)]
     return {"columns": cmp.HEADER, "rows": rows, "counts": cmp.counts(verdicts), "failed": cmp.failed(verdicts),
             "nothing_in_common": cmp.nothing_in_common(verdicts), "baselines": baselines,
-            "devices": verdicts[0].device if across_devices and verdicts else None}
+            "devices": cmp.devices_matched(verdicts, across_devices)}
 
 
 def _script_json(obj) -> str:
