@@ -154,7 +154,12 @@ def timer_change(base, cur) -> str:
     return f"timer {b}->{c}" if isinstance(b, str) and isinstance(c, str) and b != c else ""
 
 
-def compare_frames(base: pd.DataFrame, cur: pd.DataFrame, threshold: float = 0.05, alpha: float = 0.01) -> list[Verdict]:
+def compare_frames(base: pd.DataFrame, cur: pd.DataFrame, threshold: float = 0.05, alpha: float = 0.01,
+                   across_devices: bool = False) -> list[Verdict]:
+    """Verdicts of the rows of `cur` against those of `base` (as results.load gives them); `across_devices` matches
+    one machine's rows against another's (one_device)."""
+    if across_devices:
+        base, cur = one_device(base, cur)
     b, c = _last(base), _last(cur)
     out: list[Verdict] = []
     for key in list(c.index) + [k for k in b.index if k not in c.index]:
@@ -195,10 +200,7 @@ def compare_frames(base: pd.DataFrame, cur: pd.DataFrame, threshold: float = 0.0
 
 def compare_files(baseline: list[str], current: list[str], threshold: float = 0.05, alpha: float = 0.01,
                   across_devices: bool = False) -> list[Verdict]:
-    base, cur = load(baseline), load(current)
-    if across_devices:
-        base, cur = one_device(base, cur)
-    return compare_frames(base, cur, threshold, alpha)
+    return compare_frames(load(baseline), load(current), threshold, alpha, across_devices)
 
 
 class AcrossDevicesError(ValueError):

@@ -447,14 +447,14 @@ def machines(df: pd.DataFrame) -> list[dict]:
     return out
 
 
-def comparison(current: list[str], baselines: list[str], across_devices: bool = False) -> dict | None:
-    """`bench compare`'s verdicts of `current` against `baselines`; `across_devices` as its flag
-    (AcrossDevicesError unless each side holds one device)."""
+def comparison(current: pd.DataFrame, baselines: list[str], across_devices: bool = False) -> dict | None:
+    """`bench compare`'s verdicts of the rows `current` (as results.load gives them) against the files `baselines`;
+    `across_devices` as its flag (AcrossDevicesError unless each side holds one device)."""
     if not baselines:
         return None
     from bench import compare as cmp
 
-    verdicts = cmp.compare_files(baselines, current, across_devices=across_devices)
+    verdicts = cmp.compare_frames(load(baselines), current, across_devices=across_devices)
     rows = [{"verdict": v.verdict, "cells": cmp.row_cells(v)} for v in cmp.listed(verdicts, show_all=True)]
     return {"columns": cmp.HEADER, "rows": rows, "counts": cmp.counts(verdicts), "failed": cmp.failed(verdicts),
             "nothing_in_common": cmp.nothing_in_common(verdicts), "baselines": baselines,
@@ -497,7 +497,8 @@ def render(paths: list[str], out_dir: str | Path, baselines: list[str] | None = 
     """Write out_dir/index.html (+ plotly.min.js) for the rows in `paths`; returns the page's path."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    df = prepare(load(paths))
+    rows = load(paths)
+    df = prepare(rows)
     charts: dict[str, dict] = {}
     sections = []
     for comp, g in df.groupby("component", sort=True):
@@ -523,7 +524,7 @@ def render(paths: list[str], out_dir: str | Path, baselines: list[str] | None = 
     page = env.get_template("report.html").render(
         title=title or "llm-bench report", sources=[str(p) for p in paths], machines=machines(df),
         overview=overview(df), sections=sections,
-        comparison=comparison(list(map(str, paths)), list(map(str, baselines or [])), across_devices),
+        comparison=comparison(rows, list(map(str, baselines or [])), across_devices),
         charts_json=_script_json(_clean(charts)), total_rows=len(df), superseded=df.attrs.get("superseded", 0),
     )
     js = out / "plotly.min.js"
