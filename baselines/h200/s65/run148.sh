@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Session 65, second call: the matmul suite at HEAD with the GEMM through TMA descriptors by default (no switch set;
 # 64-row and 64-column tiles offered to its autotuner too),
-# `bench compare`d against the card's last matmul rows; on an H200, then issue 8's missed points at HEAD (run145.sh).
+# `bench compare`d against the card's last matmul rows; on an H200, then issue 8's missed points at HEAD (run145.sh) unless
+# ONLY_MATMUL is set.
 set -u
 source baselines/lease.sh
 start=$(date +%s)
@@ -11,5 +12,5 @@ echo "matmul: $(( $(date +%s) - start )) s"
 case $DIR in */h100) base=$DIR/s65/matmul.jsonl ;; *) base=$DIR/matmul.jsonl ;; esac
 python3 -m bench.cli compare "$base" "$OUT/matmul.jsonl" --all --format markdown > "$OUT/compare-matmul.md" 2>&1
 echo "compare rc $?"; head -3 "$OUT/compare-matmul.md"; grep triton "$OUT/compare-matmul.md" | cut -c1-160
-if [ "$DIR" = baselines/h200 ]; then source baselines/h200/s64/run145.sh; fi
+if [ "$DIR" = baselines/h200 ] && [ -z "${ONLY_MATMUL:-}" ]; then source baselines/h200/s64/run145.sh; fi
 echo "all: $(( $(date +%s) - start )) s"
