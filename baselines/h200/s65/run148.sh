@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Session 65, second call: the matmul suite at HEAD with the GEMM through TMA descriptors by default (no switch set;
-# 64-row and 64-column tiles offered to its autotuner too),
-# `bench compare`d against the card's last matmul rows; on an H200, then issue 8's missed points at HEAD (run145.sh) unless
-# ONLY_MATMUL is set.
+# 64-row and 64-column tiles offered to its autotuner too), `bench compare`d against the card's last matmul rows; on
+# an H200, then issue 8's missed points at HEAD (run145.sh) unless ONLY_MATMUL is set.
 set -u
 source baselines/lease.sh
 start=$(date +%s)
