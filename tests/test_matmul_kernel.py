@@ -2,6 +2,10 @@
 K-major, or whose rows are not 16 elements aligned, are copied into K-major aligned buffers before the kernel, and
 the products stay those of the operands given; unless switched off, 16-bit and tf32 products go through
 descriptors of the operands as stored, and through pointers where a descriptor cannot take one."""
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 import triton
@@ -159,3 +163,14 @@ def test_pointers_when_descriptors_are_switched_off(monkeypatch, launches):
     a, b = (t.bfloat16() for t in operands("nk", k=80, m=96, n=64))  # a descriptor could take each
     km.matmul_fwd(a, b)
     assert launches.seen == [as_given(a, b)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("value,on", [(None, True), ("0", False), ("1", True)])
+def test_descriptor_switch_reads_the_environment(value, on):
+    env = {k: v for k, v in os.environ.items() if k != "BENCH_MATMUL_TMA"}
+    if value is not None:
+        env["BENCH_MATMUL_TMA"] = value
+    proc = subprocess.run([sys.executable, "-c", "import kernels.matmul as k; print(k.TMA)"], env=env,
+                          capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == str(on)
