@@ -95,10 +95,9 @@ def _tma_configs():
     if INTERPRETED:
         return [triton.Config({"BM": 32, "BN": 32, "BK": 32, "GROUP": 4}, num_warps=4, num_stages=1,
                               pre_hook=_tma_blocks)]
-    # The 64-row and 64-column tiles: 128 programs at 1024^3, where 128 x 128 tiles give 64 of 132 SMs work.
     shapes = [(128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (256, 128, 64, 8, 3), (128, 128, 64, 4, 4),
-              (128, 128, 64, 8, 4), (64, 128, 64, 4, 4), (128, 64, 64, 4, 4), (128, 256, 32, 8, 3),
-              (256, 128, 32, 8, 3), (128, 128, 32, 4, 4), (128, 128, 32, 8, 4), (64, 128, 32, 4, 4), (128, 64, 32, 4, 4)]
+              (128, 128, 64, 8, 4), (128, 256, 32, 8, 3), (256, 128, 32, 8, 3), (128, 128, 32, 4, 4),
+              (128, 128, 32, 8, 4)]
     return [triton.Config({"BM": bm, "BN": bn, "BK": bk, "GROUP": 8}, num_warps=w, num_stages=s, pre_hook=_tma_blocks)
             for bm, bn, bk, w, s in shapes]
 
