@@ -1,12 +1,7 @@
 #!/usr/bin/env bash
-<<<<<<< HEAD
-# Session 65, second call: the matmul suite at HEAD with the GEMM through TMA descriptors by default (no switch set;
-# 64-row and 64-column tiles offered to its autotuner too), `bench compare`d against the card's last matmul rows; on
-# an H200, then issue 8's missed points at HEAD (run145.sh) unless ONLY_MATMUL is set.
-=======
-# Session 65, second call: the matmul suite at HEAD with the GEMM through TMA descriptors by default (no switch set),
-# `bench compare`d against the card's last matmul rows; on an H200, then issue 8's missed points at HEAD (run145.sh).
->>>>>>> parent of 6cea140 (kernels/matmul: the TMA kernel's autotuner offered 64 x 128 and 128 x 64 tiles (1024^3: 128 programs, not 64 of 132 SMs))
+# Session 65 (not run: no machine started): the matmul suite at HEAD with the GEMM through TMA descriptors by default
+# (no switch set), `bench compare`d against the card's last matmul rows; on an H200, then issue 8's missed points at
+# HEAD (run145.sh) unless ONLY_MATMUL is set. On an H200 its matmul rows should replace baselines/h200/matmul.jsonl.
 set -u
 source baselines/lease.sh
 start=$(date +%s)
