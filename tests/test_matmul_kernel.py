@@ -33,6 +33,14 @@ def launches(monkeypatch):
     return rec
 
 
+@pytest.fixture
+def pointers(monkeypatch, launches):
+    """The pointer kernel's launches, descriptors switched off: the operands copied (or not) are the same for
+    either kernel, and this one's launch shows them whatever C's alignment."""
+    monkeypatch.setattr(km, "TMA", False)
+    return launches
+
+
 def operands(layout, k, m=37, n=29):
     """a [m, k] and b [k, n] in the layout named: "kn" K-major both (the kernel's own), "nk" a row-major B, "mn" A^T
     and a row-major B as the backward's dB = A^T @ dC has them."""
@@ -47,22 +55,22 @@ def as_given(a, b):
 
 
 @pytest.mark.parametrize("layout", ["kn", "nk", "mn"])
-def test_tf32_on_hopper_copies_operands_k_major_aligned(monkeypatch, launches, layout):
+def test_tf32_on_hopper_copies_operands_k_major_aligned(monkeypatch, pointers, layout):
     monkeypatch.setattr(km, "_wgmma", lambda device: True)
     a, b = operands(layout, k=45)  # "kn" too: K-major, but its rows 45 elements apart
     c = km.matmul_fwd(a, b, "tf32")
-    [seen] = launches.seen
+    [seen] = pointers.seen
     assert (seen["a"][1:], seen["b"][1:]) == ((48, 1), (1, 48))
     assert seen["a"][0] != a.data_ptr() and seen["b"][0] != b.data_ptr()
     ref = a.double() @ b.double()
     assert torch.allclose(c.double(), ref, rtol=0, atol=5e-3 * ref.abs().max())
 
 
-def test_tf32_on_hopper_takes_k_major_aligned_operands_as_they_are(monkeypatch, launches):
+def test_tf32_on_hopper_takes_k_major_aligned_operands_as_they_are(monkeypatch, pointers):
     monkeypatch.setattr(km, "_wgmma", lambda device: True)
     a, b = operands("kn", k=48)
     km.matmul_fwd(a, b, "tf32")
-    assert launches.seen == [as_given(a, b)]
+    assert pointers.seen == [as_given(a, b)]
 
 
 @pytest.mark.parametrize("precision", ["ieee", "tf32"])
@@ -72,11 +80,11 @@ def test_operands_kept_as_given_off_hopper(launches, precision):
     assert launches.seen == [as_given(a, b)]
 
 
-def test_bf16_never_copied_on_hopper(monkeypatch, launches):
+def test_bf16_never_copied_on_hopper(monkeypatch, pointers):
     monkeypatch.setattr(km, "_wgmma", lambda device: True)
     a, b = (t.bfloat16() for t in operands("mn", k=45))  # wgmma transposes 16-bit operands itself
     km.matmul_fwd(a, b, "tf32")
-    assert launches.seen == [as_given(a, b)]
+    assert pointers.seen == [as_given(a, b)]
 
 
 def test_4_byte_tiles_offered_to_4_byte_operands_only():
@@ -156,13 +164,12 @@ def test_operands_a_descriptor_cannot_take_go_through_pointers(monkeypatch, laun
     assert tma_launches.seen == [] and len(launches.seen) == 2
 
 
-def test_pointers_when_descriptors_are_switched_off(monkeypatch, launches):
-    monkeypatch.setattr(km, "TMA", False)  # BENCH_MATMUL_TMA=0
+def test_pointers_when_descriptors_are_switched_off(monkeypatch, pointers):  # BENCH_MATMUL_TMA=0
     monkeypatch.setattr(km, "_wgmma", lambda device: True)
     monkeypatch.setattr(km, "_matmul_tma_kernel", None)  # called, it would raise
     a, b = (t.bfloat16() for t in operands("nk", k=80, m=96, n=64))  # a descriptor could take each
     km.matmul_fwd(a, b)
-    assert launches.seen == [as_given(a, b)]
+    assert pointers.seen == [as_given(a, b)]
 
 
 @pytest.mark.slow

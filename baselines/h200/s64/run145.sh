@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Session 64 (not run: no machine started): issue 8's missed points and their neighbours (s57's e2e suite: rmsnorm,
-# layernorm, softmax at 1024 x 16384 and 4096 x 4096, bf16, every implementation, fwd / bwd / fwd_bwd) at HEAD, where
-# the backward runs inside the call's NVTX ranges on autograd's worker thread (5a9444c, after s57), then `bench
-# compare` against the same rows of the committed norms.jsonl.
+# Session 64 (run in session 65 on an H100, through run146.sh: baselines/h100/s65/): issue 8's missed points and their
+# neighbours (s57's e2e suite: rmsnorm, layernorm, softmax at 1024 x 16384 and 4096 x 4096, bf16, every
+# implementation, fwd / bwd / fwd_bwd) at HEAD, where the backward runs inside the call's NVTX ranges on autograd's
+# worker thread (5a9444c, after s57), then `bench compare` against the same rows of the committed norms.jsonl.
 set -u
 [ -n "${DIR:-}" ] || source baselines/lease.sh
 t0=$(date +%s)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Session 64 (not run: no machine started): the matmul launcher through TMA descriptors (84cc84c brought back,
-# opt-in by BENCH_MATMUL_TMA=1) against cuBLAS and the pointer kernel (explore144 --brief: `library` is the TMA
-# launcher here), then the matmul suite with it, every row checked against float64 and timed beside cuBLAS (eager);
-# `bench compare` it against baselines/h100/s64/matmul.jsonl (the pointer launcher) on an H100.
+# Session 64 (run in session 65 on an H100, through run146.sh: baselines/h100/s65/): the matmul launcher through TMA
+# descriptors (84cc84c brought back, opt-in by BENCH_MATMUL_TMA=1) against cuBLAS and the pointer kernel (explore144
+# --brief: `library` is the TMA launcher here), then the matmul suite with it, every row checked against float64 and
+# timed beside cuBLAS (eager); `bench compare` it against baselines/h100/s64/matmul.jsonl (the pointer launcher) on an
+# H100.
 set -u
 source baselines/lease.sh
 export BENCH_MATMUL_TMA=1
