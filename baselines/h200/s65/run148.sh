@@ -3,7 +3,7 @@
 # (no switch set), `bench compare`d against the card's last matmul rows; on an H200, then issue 8's missed points at
 # HEAD (run145.sh) unless ONLY_MATMUL is set. On an H200 its matmul rows should replace baselines/h200/matmul.jsonl.
 set -u
-source baselines/lease.sh
+[ -n "${DIR:-}" ] || source baselines/lease.sh
 start=$(date +%s)
 python3 -c "import kernels.matmul as k; print('kernels.matmul.TMA:', k.TMA)"
 timeout 200 python3 -m bench.cli run matmul --out "$OUT/matmul.jsonl" --no-report 2>&1 | grep -E 'error|Error' | tail -5
