@@ -244,9 +244,10 @@ def shapes(default):
     return default
 
 
-def compile_sm90(fn, sig, consts, divisible, warps, source=None):
+def compile_sm90(fn, sig, consts, divisible, warps, source=None, **options):
     """Kernel fn compiled for sm_90a (no GPU), the pointers and the `divisible` integers declared divisible by 16;
-    `source` is the AST source class (Gluon's by default; triton.compiler.ASTSource for a @triton.jit kernel)."""
+    `source` is the AST source class (Gluon's by default; triton.compiler.ASTSource for a @triton.jit kernel);
+    `options` more compile options (num_stages, ...)."""
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
 
@@ -254,18 +255,22 @@ def compile_sm90(fn, sig, consts, divisible, warps, source=None):
     names = list(sig)
     attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(names) if sig[n].startswith("*") or n in divisible}
     src = (source or GluonASTSource)(fn=fn, signature=sig, constexprs=consts, attrs=attrs)
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, **options})
 
 
 def ptxas_info(kern):
-    """ptxas's register and spill lines for a compiled kernel."""
-    ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
+    """ptxas's register and spill lines for a compiled kernel. Triton 3.9 bundles two ptxas; the plain one refuses
+    its PTX version (an empty answer, until session 66), ptxas-blackwell takes it and sm_90a too."""
+    bin_dir = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
+    ptxas = next(p for p in (os.path.join(bin_dir, n) for n in ("ptxas-blackwell", "ptxas")) if os.path.exists(p))
     with tempfile.TemporaryDirectory() as tmp:
         with open(os.path.join(tmp, "k.ptx"), "w") as f:
             f.write(kern.asm["ptx"])
-        log = subprocess.run([ptxas, "-arch=sm_90a", "-v", os.path.join(tmp, "k.ptx"), "-o", os.path.join(tmp, "k.o")],
-                             capture_output=True, text=True).stderr
-    return [ln.split(":", 1)[-1].strip() for ln in log.splitlines() if "registers" in ln or "spill" in ln]
+        done = subprocess.run([ptxas, "-arch=sm_90a", "-v", os.path.join(tmp, "k.ptx"), "-o", os.path.join(tmp, "k.o")],
+                              capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"{os.path.basename(ptxas)} failed: {done.stderr.strip()[:500]}")
+    return [ln.split(":", 1)[-1].strip() for ln in done.stderr.splitlines() if "registers" in ln or "spill" in ln]
 
 
 def compile_report(label, fn, sig, consts, divisible, warps):

@@ -174,14 +174,35 @@ def smoke() -> None:
                 assert err < 1e-3
 
 
-def main() -> None:
-    if "--smoke" in sys.argv:
-        return smoke()
+def start():
+    """(the results file, the device, the SM count, the timing config) of a GPU run, OUT.jsonl from sys.argv; the
+    allocator device-side descriptors take their memory from, tf32 on for cuBLAS."""
     out, dev = begin(next(a for a in sys.argv[1:] if not a.startswith("--")), False)
     triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
     torch.backends.cuda.matmul.allow_tf32 = True
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    cfg = TimingConfig(max_time_s=0.4)
+    return out, dev, torch.cuda.get_device_properties(0).multi_processor_count, TimingConfig(max_time_s=0.4)
+
+
+def timer(out, dev, cfg, base: dict, ref: torch.Tensor):
+    """timed(row, call): call checked against ref (relative L2 error, where it returns a tensor) and timed by
+    bench.timing, one `time` row of base and row fields, or a `fail` row where it raises."""
+    def timed(row, call):
+        try:
+            got = call()
+            err = float((got.float() - ref).norm() / ref.norm()) if isinstance(got, torch.Tensor) else None
+            s = time_call(call, dev, cfg).summary()
+        except Exception as e:  # out of shared memory, registers, or an unsupported layout
+            emit(out, kind="fail", **base, **row, error=str(e)[:200])
+            return
+        emit(out, kind="time", **base, **row, median_us=round(s["median_ms"] * 1e3, 2), rel_err=err)
+
+    return timed
+
+
+def main() -> None:
+    if "--smoke" in sys.argv:
+        return smoke()
+    out, dev, sms, cfg = start()
     micro = "--micro" in sys.argv
     for dtype, site, M, N, K in [p for p in POINTS if not micro or p[:2] == ("bf16", "fwd")]:
         prec, tdt = ("tf32", torch.float32) if dtype == "tf32" else ("ieee", torch.bfloat16)
@@ -191,17 +212,7 @@ def main() -> None:
         ref = (x.float() @ y.float())
         c = torch.empty(x.shape[0], y.shape[1], device=dev, dtype=tdt)
         xk, yk = (km._k_major(x, 1), km._k_major(y, 0)) if dtype == "tf32" else (x, y)
-        base = {"dtype": dtype, "site": site, "shape": [M, N, K]}
-
-        def timed(row, call):
-            try:
-                got = call()
-                err = float((got.float() - ref).norm() / ref.norm())
-                s = time_call(call, dev, cfg).summary()
-            except Exception as e:  # out of shared memory, registers, or an unsupported layout
-                emit(out, kind="fail", **base, **row, error=str(e)[:200])
-                return
-            emit(out, kind="time", **base, **row, median_us=round(s["median_ms"] * 1e3, 2), rel_err=err)
+        timed = timer(out, dev, cfg, {"dtype": dtype, "site": site, "shape": [M, N, K]}, ref)
 
         timed({"impl": "cublas"}, lambda: torch.matmul(x, y))
         timed({"impl": "library"}, lambda: km.matmul_fwd(x, y, prec))

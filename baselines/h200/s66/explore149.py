@@ -29,16 +29,12 @@ import os
 import sys
 
 import torch
-import triton
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "s62"))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "s40"))
 
-from _explore import begin, emit  # noqa: E402
-from explore144 import launch  # noqa: E402
+from explore144 import launch, start, timer  # noqa: E402
 
-from bench.timing import TimingConfig, time_call  # noqa: E402
 from kernels import matmul as km  # noqa: E402
 
 POINTS = [  # (dtype, site, M, N, K)
@@ -90,29 +86,13 @@ def smoke() -> None:
 def main() -> None:
     if "--smoke" in sys.argv:
         return smoke()
-    out, dev = begin(next(a for a in sys.argv[1:] if not a.startswith("--")), False)
-    triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
-    torch.backends.cuda.matmul.allow_tf32 = True
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    cfg = TimingConfig(max_time_s=0.4)
+    out, dev, sms, cfg = start()
     for dtype, site, M, N, K in POINTS:
         prec = "tf32" if dtype == "tf32" else "ieee"
         x, y = operands(dtype, site, M, N, K, dev)
-        ref = x.float() @ y.float()
         c = torch.empty(M, N, device=dev, dtype=x.dtype)
         k_major = (km._k_major(x, 1), km._k_major(y, 0)) if dtype == "tf32" else (x, y)
-        base = {"dtype": dtype, "site": site, "shape": [M, N, K]}
-
-        def timed(row, call):
-            try:
-                got = call()
-                err = float((got.float() - ref).norm() / ref.norm()) if isinstance(got, torch.Tensor) else None
-                s = time_call(call, dev, cfg).summary()
-            except Exception as e:  # out of shared memory or registers, or a layout the compiler refuses
-                emit(out, kind="fail", **base, **row, error=str(e)[:200])
-                return
-            emit(out, kind="time", **base, **row, median_us=round(s["median_ms"] * 1e3, 2), rel_err=err)
-
+        timed = timer(out, dev, cfg, {"dtype": dtype, "site": site, "shape": [M, N, K]}, x.float() @ y.float())
         timed({"impl": "cublas"}, lambda: torch.matmul(x, y))
         timed({"impl": "library"}, lambda: km.matmul_fwd(x, y, prec))
         if dtype == "tf32":  # what `library` spends on copies before its kernel

@@ -1,7 +1,8 @@
 """Session 66: explore149's descriptor kernels compiled offline for sm_90a (no GPU needed): shared memory,
 registers, spills, the wgmma Triton makes, and the 4-byte shared-memory stores a thread makes a step where it
 transposes a tf32 tile that is not K-major (A^T of the backward's dB, or a row-major B) on the way to wgmma.
-Triton here is the CPU machine's (3.9); the device's is 3.6, whose code may differ.
+Compiled by session 35's helpers (explore101.compile_sm90, ptxas_info). Triton here is the CPU machine's (3.9);
+the device's is 3.6, whose code may differ.
 
 Run from the repository root: python3 baselines/h200/s66/offline149.py
 """
@@ -9,46 +10,32 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
-import tempfile
 
 import triton
-from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "s35"))
 
 from explore149 import POINTS, variants  # noqa: E402  (puts explore144 and the repository on the path)
+from explore101 import compile_sm90, ptxas_info  # noqa: E402
 from explore144 import _desc_kernel  # noqa: E402
 
-PTXAS = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas-blackwell")
+INTEGERS = ("M", "N", "K", "s_a", "s_b", "s_c")  # declared divisible by 16, as the launch specializes them
 
 
 def compiled(elem: str, a_t: bool, b_t: bool, precision: str, conf) -> str:
     bm, bn, bk, warps, stages, subtile = conf
-    signature = {"A": elem, "B": elem, "C": elem, "M": "i32", "N": "i32", "K": "i32", "s_a": "i32", "s_b": "i32",
-                 "s_c": "i32", "PROGRAMS": "i32"}
+    signature = {"A": elem, "B": elem, "C": elem, **dict.fromkeys(INTEGERS, "i32"), "PROGRAMS": "i32"}
     constexprs = {"A_T": a_t, "B_T": b_t, "PRECISION": precision, "BM": bm, "BN": bn, "BK": bk, "GROUP": 8,
                   "SUBTILE": subtile}
-    attrs = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(signature) if name != "PROGRAMS"}
-    src = ASTSource(fn=_desc_kernel, signature={**signature, **{k: "constexpr" for k in constexprs}},
-                    constexprs=constexprs, attrs=attrs)
-    kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps,
-                                                                            "num_stages": stages})
+    kernel = compile_sm90(_desc_kernel, signature, constexprs, INTEGERS, warps, ASTSource, num_stages=stages)
     ptx = kernel.asm["ptx"]
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "k.ptx")
-        with open(path, "w") as f:
-            f.write(ptx)
-        log = subprocess.run([PTXAS, "-arch=sm_90a", "-v", path, "-o", os.path.join(tmp, "k.o")],
-                             capture_output=True, text=True).stderr
-    regs = re.search(r"Used (\d+) registers", log)
-    spills = re.search(r"(\d+) bytes spill stores", log)
     mma = ", ".join(sorted(set(re.findall(r"(wgmma\.mma_async\S*|mma\.sync\S*)", ptx))))
-    return (f"shared {kernel.metadata.shared} B, {regs and regs.group(1)} registers, {spills and spills.group(1)} B "
-            f"spilled, {mma}, {len(re.findall(r'st[.]shared[.]b32', ptx))} st.shared.b32")
+    return (f"shared {kernel.metadata.shared} B; {'; '.join(ptxas_info(kernel))}; {mma}; "
+            f"{len(re.findall(r'st[.]shared[.]b32', ptx))} st.shared.b32")
 
 
 def main() -> None:
